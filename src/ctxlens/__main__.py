@@ -1,0 +1,5 @@
+import sys
+
+from ctxlens.cli import main
+
+sys.exit(main())

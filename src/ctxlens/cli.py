@@ -1,0 +1,186 @@
+"""The ``ctxlens`` command line.
+
+    ctxlens run EXPERIMENT --model SPEC [--model SPEC ...] --out DIR [--OPTION VALUE ...]
+    ctxlens run --config run.yaml
+    ctxlens models | experiments | demo | zoo list
+
+Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
+a problem the user can fix ends in one sentence and exit status 2 (``--debug`` for a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError, suggest
+
+CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options")
+MODEL_OPTIONS = ("dtype", "device", "device_map", "attn_implementation", "trust_remote_code", "revision",
+                 "rope_theta", "rope_scaling", "allow_extrapolation")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ctxlens", description="How much, and how well, does a model use long context?")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run an experiment into a run directory (resumable)")
+    r.add_argument("experiment", nargs="?", help="experiment name (see `ctxlens experiments`)")
+    r.add_argument("--model", action="append", default=None, help="hub id, local directory or zoo:NAME; repeatable")
+    r.add_argument("--out", help="run directory")
+    r.add_argument("--config", help="YAML file with the same options")
+    r.add_argument("--dtype", help="float32 | bfloat16 | float16 | auto")
+    r.add_argument("--device", help="cpu | cuda | cuda:N")
+    r.add_argument("--device-map", help="e.g. auto (accelerate placement across devices)")
+    r.add_argument("--attn-implementation", help="sdpa (default) | eager | flash_attention_2 ...")
+    r.add_argument("--trust-remote-code", action="store_true", default=None, help="allow model code from the hub")
+    r.add_argument("--revision", help="hub revision")
+    r.add_argument("--rope-theta", type=float, help="override the RoPE base")
+    r.add_argument("--rope-scaling", help='RoPE scaling as JSON, e.g. \'{"rope_type": "yarn", "factor": 4}\'')
+    r.add_argument("--allow-extrapolation", action="store_true", default=None,
+                   help="allow lengths beyond the model's configured positions")
+    r.add_argument("--no-progress", action="store_true")
+
+    sub.add_parser("models", help="list supported model families and their analyses")
+    sub.add_parser("experiments", help="list experiments")
+    d = sub.add_parser("demo", help="run the demo suite on tiny models")
+    d.add_argument("--out", default="ctxlens-demo")
+    z = sub.add_parser("zoo", help="the built-in model zoo")
+    z.add_argument("action", choices=["list"])
+    return p
+
+
+def _experiment_options(extra: list[str]) -> dict:
+    """``--name value`` / ``--flag`` pairs left over by argparse -> {name: value}."""
+    opts, i = {}, 0
+    while i < len(extra):
+        tok = extra[i]
+        if not tok.startswith("--") or len(tok) < 3:
+            raise CtxlensError(f"Unexpected argument '{tok}'; experiment options are given as --name value.")
+        name, eq, value = tok[2:].partition("=")
+        if not eq:
+            if i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+                value, i = extra[i + 1], i + 1
+            else:
+                value = "true"
+        opts[name.replace("-", "_")] = value
+        i += 1
+    return opts
+
+
+def _read_yaml(path: str) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise CtxlensError(f"Config file '{path}' does not exist; check the path.") from None
+    except yaml.YAMLError as err:
+        raise CtxlensError(f"Config file '{path}' is not valid YAML ({str(err).splitlines()[0]}); fix its syntax.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise CtxlensError(f"Config file '{path}' must hold a mapping of options, not {type(data).__name__}.")
+    for key in data:
+        if key not in CONFIG_KEYS:
+            raise CtxlensError(
+                f"Unknown key '{key}' in '{path}'.{suggest(str(key), CONFIG_KEYS)} Known keys: {', '.join(CONFIG_KEYS)}."
+            )
+    return data
+
+
+def _cmd_run(args, extra: list[str]) -> int:
+    from ctxlens.runner.execute import run
+
+    cfg = _read_yaml(args.config) if args.config else {}
+    experiment = args.experiment or cfg.get("experiment")
+    if not experiment:
+        raise CtxlensError("No experiment named; give one, e.g. `ctxlens run token-loss --model zoo:random-llama --out runs/x`.")
+    models = args.model or cfg.get("models") or ([cfg["model"]] if cfg.get("model") else [])
+    if isinstance(models, str):
+        models = [models]
+    out = args.out or cfg.get("out")
+    if not out:
+        raise CtxlensError("No run directory given; pass --out DIR.")
+    options = {**(cfg.get("options") or {}), **_experiment_options(extra)}
+    model_options = dict(cfg.get("model_options") or {})
+    for key in model_options:
+        if key not in MODEL_OPTIONS:
+            raise CtxlensError(f"Unknown model option '{key}'.{suggest(key, MODEL_OPTIONS)} Known: {', '.join(MODEL_OPTIONS)}.")
+    for key in MODEL_OPTIONS:
+        value = getattr(args, key, None)
+        if value is not None:
+            model_options[key] = value
+    if isinstance(model_options.get("rope_scaling"), str):
+        try:
+            model_options["rope_scaling"] = json.loads(model_options["rope_scaling"])
+        except json.JSONDecodeError:
+            raise CtxlensError("--rope-scaling must be JSON, e.g. '{\"rope_type\": \"linear\", \"factor\": 2}'.") from None
+    store = run(experiment, models, out, options, model_options, progress=not args.no_progress)
+    print(f"{len(store.rows())} rows in {Path(out) / 'results.jsonl'}")
+    return 0
+
+
+def _table(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    cells = [[("yes" if v is True else "-" if v is False else str(v)) for v in r.values()] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(cols), *(line(r) for r in cells)])
+
+
+def _cmd_models() -> int:
+    from ctxlens.lm.families import families
+
+    print(_table(families()))
+    return 0
+
+
+def _cmd_experiments() -> int:
+    from ctxlens.experiments.registry import experiments
+
+    print(_table([{"experiment": e.name, "needs": ",".join(e.needs), "what": e.doc} for e in experiments().values()]))
+    return 0
+
+
+def _cmd_zoo(args) -> int:
+    from ctxlens.zoo.registry import BUILDERS, home
+
+    print(_table([{"name": n, "built": (home() / "zoo" / n / "config.json").is_file()} for n in BUILDERS]))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        if args.command == "run":
+            return _cmd_run(args, extra)
+        if args.command == "models":
+            return _cmd_models()
+        if args.command == "experiments":
+            return _cmd_experiments()
+        if args.command == "zoo":
+            return _cmd_zoo(args)
+        if args.command == "demo":
+            from ctxlens.demo import demo
+
+            return demo(args.out)
+    except CtxlensError as err:
+        if args.debug:
+            raise
+        print(f"ctxlens: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ctxlens: interrupted; finished units are saved, run the same command again to resume.", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

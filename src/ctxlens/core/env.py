@@ -1,0 +1,46 @@
+"""Facts about the environment a run ran in, written to ``env.json``."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGES = ("ctxlens", "torch", "transformers", "accelerate", "datasets", "tokenizers", "numpy", "safetensors")
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return md.version(pkg)
+    except md.PackageNotFoundError:
+        return None
+
+
+def git_revision() -> str | None:
+    """The git revision of the ctxlens source tree, when it is a checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def environment(device: str | None = None) -> dict:
+    import torch
+
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": {p: _version(p) for p in PACKAGES},
+        "git_revision": git_revision(),
+        "device": device,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "torch_threads": torch.get_num_threads(),
+        "argv": sys.argv,
+    }
+    return env

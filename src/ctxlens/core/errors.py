@@ -1,0 +1,28 @@
+"""One exception type for every problem a user can fix.
+
+The CLI prints ``CtxlensError`` messages as a single sentence and exits non-zero; anything
+else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class CtxlensError(Exception):
+    """A problem with the user's input, model or environment, stated with its fix."""
+
+
+def suggest(name: str, choices: Iterable[str]) -> str:
+    """Return ' Did you mean X?' for the closest choice, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def unknown(kind: str, name: str, choices: Iterable[str]) -> CtxlensError:
+    """Error for an unknown registry name, with the closest match and the full list."""
+    choices = sorted(choices)
+    return CtxlensError(
+        f"Unknown {kind} '{name}'.{suggest(name, choices)} Choose one of: {', '.join(choices)}."
+    )

@@ -1,0 +1,31 @@
+"""Experiment registry: name -> Experiment, with a suggestion on a typo."""
+
+from __future__ import annotations
+
+from ctxlens.core.errors import unknown
+from ctxlens.experiments.base import Experiment
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    if experiment.name in EXPERIMENTS:
+        raise ValueError(f"experiment {experiment.name!r} registered twice")
+    EXPERIMENTS[experiment.name] = experiment
+    return experiment
+
+
+def get_experiment(name: str) -> Experiment:
+    _load_builtin()
+    if name not in EXPERIMENTS:
+        raise unknown("experiment", name, EXPERIMENTS)
+    return EXPERIMENTS[name]
+
+
+def experiments() -> dict[str, Experiment]:
+    _load_builtin()
+    return dict(EXPERIMENTS)
+
+
+def _load_builtin() -> None:
+    from ctxlens.experiments import token_loss  # noqa: F401  (registers itself)

@@ -1,0 +1,72 @@
+"""A registered attention function that records post-RoPE queries and keys.
+
+transformers routes attention through ``AttentionInterface``: the model computes q and k,
+applies RoPE, and hands them to the function named by ``config._attn_implementation``. We
+register ``ctxlens-<base>`` for a base implementation (``sdpa`` by default, or a flash
+kernel), together with the base's mask function under the same name, so padding, causal and
+sliding-window masks stay exactly those of the base. The function slices out what an active
+recorder asked for and then calls the base unchanged: no L x L matrix is built.
+
+Families with attention logit soft-capping (gemma2) cannot use sdpa; for them the family's
+own ``eager_attention_forward`` runs, as it would in transformers.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import torch
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+PREFIX = "ctxlens-"
+
+# Active recorders, innermost last. A recorder is any object with a ``record(module, q, k)``.
+_RECORDERS: list = []
+
+
+def push(recorder) -> None:
+    _RECORDERS.append(recorder)
+
+
+def pop(recorder) -> None:
+    _RECORDERS.remove(recorder)
+
+
+def _eager_of(module: torch.nn.Module) -> Callable:
+    """The eager attention function defined next to ``module``'s class (transformers convention)."""
+    return sys.modules[type(module).__module__].eager_attention_forward
+
+
+def _make(base: str) -> Callable:
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        # query: [batch, heads, q_len, head_dim] post-RoPE; key/value: [batch, kv_heads, k_len, head_dim]
+        for rec in _RECORDERS:
+            rec.record(module, query, key)
+        if kwargs.get("softcap") is not None or base == "eager":
+            return _eager_of(module)(module, query, key, value, attention_mask, *args, **kwargs)
+        return ALL_ATTENTION_FUNCTIONS[base](module, query, key, value, attention_mask, *args, **kwargs)
+
+    attention.__name__ = f"ctxlens_{base}_attention"
+    return attention
+
+
+def register(base: str = "sdpa") -> str:
+    """Register ``ctxlens-<base>`` (attention + mask) and return its name."""
+    name = PREFIX + base
+    if name not in ALL_ATTENTION_FUNCTIONS.valid_keys():
+        ALL_ATTENTION_FUNCTIONS.register(name, _make(base))
+        mask_base = base if base in ALL_MASK_ATTENTION_FUNCTIONS.valid_keys() else "sdpa"
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, ALL_MASK_ATTENTION_FUNCTIONS[mask_base])
+    return name
+
+
+def install(model, base: str | None = None) -> str:
+    """Route ``model``'s attention through the recording wrapper of its current implementation."""
+    current = model.config._attn_implementation or "sdpa"
+    if current.startswith(PREFIX):
+        return current
+    name = register(base or current)
+    model.set_attn_implementation(name)
+    return name

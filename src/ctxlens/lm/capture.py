@@ -1,0 +1,231 @@
+"""Captures asked for, not dumped: one forward, only the slices requested.
+
+A ``CaptureRequest`` names layers and positions; ``run_capture`` installs hooks that copy
+``x[:, positions]`` as each layer runs, records post-RoPE q/k through the registered attention
+function (``ctxlens.lm.attention``), and stops the forward after the deepest layer anyone
+asked for. Memory grows with ``len(layers) x len(positions) x d_model``, not with
+sequence length x layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import attention as attn_fn
+
+
+class _Stop(Exception):
+    """Raised by the last needed hook to end the forward early."""
+
+
+def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:
+    """None (all positions) or a sorted-as-given LongTensor of indices in [0, seq_len)."""
+    if positions is None:
+        return None
+    if isinstance(positions, slice):
+        return torch.arange(seq_len)[positions]
+    idx = torch.as_tensor(list(positions) if not torch.is_tensor(positions) else positions, dtype=torch.long)
+    idx = torch.where(idx < 0, idx + seq_len, idx)
+    if idx.numel() and (idx.min() < 0 or idx.max() >= seq_len):
+        raise CtxlensError(
+            f"Capture positions must lie in [-{seq_len}, {seq_len}) for a sequence of {seq_len} tokens; "
+            "pass positions inside the sequence."
+        )
+    return idx
+
+
+def _take(x: torch.Tensor, idx: torch.Tensor | None, dim: int, out_device) -> torch.Tensor:
+    y = x if idx is None else x.index_select(dim, idx.to(x.device))
+    y = y.detach()
+    if out_device is not None and y.device != torch.device(out_device):
+        y = y.to(out_device, non_blocking=True)
+    elif idx is None:
+        y = y.clone()
+    return y
+
+
+class _Expanded(Mapping):
+    """keys[layer] as [batch, heads, n, head_dim]: kv heads repeated for grouped-query attention."""
+
+    def __init__(self, raw: dict[int, torch.Tensor], n_heads: int):
+        self.raw, self.n_heads = raw, n_heads
+
+    def __getitem__(self, layer: int) -> torch.Tensor:
+        k = self.raw[layer]  # [batch, kv_heads, n, head_dim]
+        groups = self.n_heads // k.shape[1]
+        return k if groups == 1 else k.repeat_interleave(groups, dim=1)
+
+    def __iter__(self):
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+@dataclass
+class Capture:
+    """What one forward returned. Positions are absolute token indices.
+
+    residual[layer]: [batch, n_positions, d_model]  residual stream after the mixer sublayer
+    block[layer]:    [batch, n_positions, d_model]  block (layer) output
+    queries[layer]:  [batch, heads, n_queries, head_dim]  post-RoPE
+    keys[layer]:     [batch, heads, n_keys, head_dim]     post-RoPE, kv heads repeated
+    kv_keys[layer]:  [batch, kv_heads, n_keys, head_dim]  post-RoPE as the model stores them
+    """
+
+    positions: torch.Tensor | None
+    query_positions: torch.Tensor | None
+    key_positions: torch.Tensor | None
+    residual: dict[int, torch.Tensor] = field(default_factory=dict)
+    block: dict[int, torch.Tensor] = field(default_factory=dict)
+    queries: dict[int, torch.Tensor] = field(default_factory=dict)
+    kv_keys: dict[int, torch.Tensor] = field(default_factory=dict)
+    n_heads: int = 0
+
+    @property
+    def keys(self) -> Mapping[int, torch.Tensor]:
+        return _Expanded(self.kv_keys, self.n_heads)
+
+
+def _layer_list(req: Iterable[int] | str | None, n_layers: int) -> list[int]:
+    if req is None:
+        return []
+    if req == "all":
+        return list(range(n_layers))
+    out = []
+    for layer in ([req] if isinstance(req, int) else req):
+        layer = layer + n_layers if layer < 0 else layer
+        if not 0 <= layer < n_layers:
+            raise CtxlensError(f"Layer {layer} does not exist; this model has layers 0..{n_layers - 1}.")
+        out.append(layer)
+    return sorted(set(out))
+
+
+class _QKRecorder:
+    """Receives (module, q, k) from the registered attention function."""
+
+    def __init__(self, modules: dict[int, int], qpos, kpos, out_device, cap: Capture):
+        self.modules, self.qpos, self.kpos, self.out_device, self.cap = modules, qpos, kpos, out_device, cap
+
+    def record(self, module, query: torch.Tensor, key: torch.Tensor) -> None:
+        layer = self.modules.get(id(module))
+        if layer is None or layer in self.cap.queries:
+            return
+        self.cap.queries[layer] = _take(query, self.qpos, 2, self.out_device)
+        self.cap.kv_keys[layer] = _take(key, self.kpos, 2, self.out_device)
+
+
+def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
+    if args:
+        return args[0]
+    for name in ("hidden_states", "activations", "hidden", "x", "input"):
+        if name in kwargs:
+            return kwargs[name]
+    raise RuntimeError("could not find the hidden-state argument of a hooked module")
+
+
+def _first(out) -> torch.Tensor:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def run_capture(
+    lm,
+    input_ids: torch.Tensor,
+    *,
+    residual: Sequence[int] | str | None = None,
+    block: Sequence[int] | str | None = None,
+    positions=None,
+    qk: Sequence[int] | int | None = None,
+    query_positions=None,
+    key_positions=None,
+    attention_mask: torch.Tensor | None = None,
+    out_device: str | torch.device | None = None,
+) -> Capture:
+    """One forward of ``lm`` over ``input_ids`` [batch, seq] returning only what was asked.
+
+    residual/block: layers ("all", a list, or None) whose residual-after-mixer / block output
+    to keep at ``positions``; qk: layers whose post-RoPE queries (at ``query_positions``) and
+    keys (at ``key_positions``) to keep. Positions may be negative (counted from the end).
+    """
+    seq = input_ids.shape[1]
+    n_layers = lm.n_layers
+    res_layers, blk_layers = _layer_list(residual, n_layers), _layer_list(block, n_layers)
+    qk_layers = _layer_list(qk, n_layers)
+    if qk_layers:
+        lm.family.require("qk", lm.name)
+    cap = Capture(
+        positions=normalize_positions(positions, seq),
+        query_positions=normalize_positions(query_positions, seq),
+        key_positions=normalize_positions(key_positions, seq),
+        n_heads=lm.n_heads,
+    )
+    pos = cap.positions
+    last = max(res_layers + blk_layers + qk_layers, default=-1)
+    if last < 0:
+        raise CtxlensError("Nothing to capture; ask for residual, block or qk layers.")
+    handles, pending = [], {}
+
+    def stop_if_last(layer: int) -> None:
+        if layer == last:
+            raise _Stop
+
+    mode = lm.family.resid_mode(lm.model.config)
+    for layer in sorted(set(res_layers + blk_layers + qk_layers)):
+        module = lm.layers[layer]
+        want_res, want_blk = layer in res_layers, layer in blk_layers
+        if want_res and mode.startswith("pre:"):
+            sub = module.get_submodule(mode[4:])
+
+            def pre(m, args, kwargs, layer=layer):
+                cap.residual[layer] = _take(_hidden_arg(args, kwargs), pos, 1, out_device)
+
+            handles.append(sub.register_forward_pre_hook(pre, with_kwargs=True))
+        if want_res and mode.startswith("sum:"):
+            sub = module.get_submodule(mode[4:])
+
+            def layer_in(m, args, kwargs, layer=layer):
+                pending[layer] = _take(_hidden_arg(args, kwargs), pos, 1, None)
+
+            def mixer_out(m, args, out, layer=layer):
+                x = pending.pop(layer)
+                cap.residual[layer] = _take(x + _take(_first(out), pos, 1, None), None, 1, out_device)
+
+            handles.append(module.register_forward_pre_hook(layer_in, with_kwargs=True))
+            handles.append(sub.register_forward_hook(mixer_out))
+
+        def post(m, args, out, layer=layer, want_res=want_res, want_blk=want_blk):
+            h = _first(out)
+            if want_blk:
+                cap.block[layer] = _take(h, pos, 1, out_device)
+            if want_res and mode == "out":
+                cap.residual[layer] = _take(h, pos, 1, out_device)
+            stop_if_last(layer)
+
+        handles.append(module.register_forward_hook(post))
+
+    recorder = None
+    if qk_layers:
+        modules = {id(lm.attention(layer)): layer for layer in qk_layers}
+        recorder = _QKRecorder(modules, cap.query_positions, cap.key_positions, out_device, cap)
+        attn_fn.push(recorder)
+    try:
+        with torch.inference_mode():
+            lm.base_forward(input_ids, attention_mask=attention_mask)
+    except _Stop:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+        if recorder is not None:
+            attn_fn.pop(recorder)
+    missing = [layer for layer in qk_layers if layer not in cap.queries]
+    if missing:
+        raise CtxlensError(
+            f"Layers {missing} of '{lm.name}' have no attention that ran through ctxlens' attention function; "
+            "ask for q/k of attention layers only."
+        )
+    return cap

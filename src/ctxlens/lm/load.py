@@ -1,0 +1,105 @@
+"""``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, or ``zoo:NAME`` -> ``LM``.
+
+All three go through transformers' own ``from_pretrained``; zoo models are ordinary saved
+models in a local cache directory (DESIGN principle 1: one code path).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.lm import attention
+from ctxlens.lm.families import get_family
+from ctxlens.lm.model import LM
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+def resolve(spec: str) -> str:
+    """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id)."""
+    if spec.startswith("zoo:"):
+        from ctxlens.zoo.registry import zoo_path
+
+        return str(zoo_path(spec[4:]))
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved with save_pretrained.")
+        return str(path)
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
+    return spec
+
+
+def _dtype(dtype):
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise unknown("dtype", str(dtype), DTYPES)
+    return DTYPES[dtype]
+
+
+def load(
+    spec: str,
+    *,
+    dtype="float32",
+    device: str | None = None,
+    device_map=None,
+    attn_implementation: str = "sdpa",
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+) -> LM:
+    """Load a causal LM with its tokenizer (if any) and its family adapter.
+
+    spec: hub id, local directory, or ``zoo:NAME``. dtype: float32 | bfloat16 | float16 | auto.
+    device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
+    """
+    source = resolve(spec)
+    common = {"trust_remote_code": trust_remote_code, "revision": revision}
+    try:
+        config = AutoConfig.from_pretrained(source, **common)
+    except (OSError, ValueError) as err:
+        raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
+                           "check the hub id or path, and network access for hub ids.") from None
+    family = get_family(config.model_type)
+    kwargs = dict(common, dtype=_dtype(dtype))
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    if family.interface:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, config=config, **kwargs)
+    except (OSError, ValueError) as err:
+        raise CtxlensError(f"Could not load weights for '{spec}' ({str(err).splitlines()[0]}); "
+                           "check that the directory or hub id holds a causal LM.") from None
+    if device_map is None:
+        model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.eval()
+    if family.interface:
+        attention.install(model)
+    return LM(model, _tokenizer(source, common), family, name=spec)
+
+
+def _tokenizer(source: str, common: dict):
+    try:
+        return AutoTokenizer.from_pretrained(source, **common)
+    except (OSError, ValueError, TypeError) as err:
+        log.warning("no tokenizer for %s (%s); token-level analyses only", source, str(err).splitlines()[0])
+        return None
+
+
+def from_model(model, tokenizer=None, name: str | None = None) -> LM:
+    """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
+    family = get_family(model.config.model_type)
+    model.eval()
+    if family.interface:
+        attention.install(model)
+    return LM(model, tokenizer, family, name=name or model.config.model_type)

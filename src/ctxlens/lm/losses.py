@@ -1,0 +1,31 @@
+"""Per-token losses without full-vocabulary logits for every position.
+
+The base model returns final hidden states [batch, seq, d_model] (after the final norm); the
+LM head, the family's logit post-processing and log-softmax then run on chunks of positions,
+so peak memory holds ``chunk x vocab`` logits instead of ``seq x vocab``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def chunk_size(vocab: int, batch: int, budget: int = 1 << 25) -> int:
+    """Positions per chunk so one chunk's float32 logits stay near ``budget`` elements."""
+    return max(1, budget // max(1, vocab * batch))
+
+
+def nll_from_hidden(
+    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, post=None, chunk: int | None = None
+) -> torch.Tensor:
+    """hidden [batch, n, d_model], targets [batch, n] -> nats [batch, n] (float32)."""
+    b, n, _ = hidden.shape
+    chunk = chunk or chunk_size(head.weight.shape[0], b)
+    out = torch.empty(b, n, dtype=torch.float32, device=hidden.device)
+    for s in range(0, n, chunk):
+        logits = head(hidden[:, s : s + chunk])  # [batch, chunk, vocab]
+        if post is not None:
+            logits = post(logits)
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        out[:, s : s + chunk] = -logp.gather(-1, targets[:, s : s + chunk, None].to(logp.device)).squeeze(-1)
+    return out

@@ -1,0 +1,155 @@
+"""``LM``: a loaded causal LM, its tokenizer and its family adapter.
+
+Everything above this layer talks to an ``LM``, never to a model class directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import capture as _capture
+from ctxlens.lm import heads as _heads
+from ctxlens.lm import losses as _losses
+from ctxlens.lm import rope as _rope
+from ctxlens.lm.families import Family
+
+
+def _positions_limit(config) -> tuple[int | None, bool]:
+    """(max positions, hard?) — hard for learned absolute positions, soft for RoPE."""
+    for attr in ("n_positions", "max_seq_len"):
+        if getattr(config, attr, None):
+            return int(getattr(config, attr)), True
+    if getattr(config, "max_position_embeddings", None):
+        return int(config.max_position_embeddings), False
+    return None, False
+
+
+class LM:
+    """A model + tokenizer + family adapter. Build with ``ctxlens.load``."""
+
+    def __init__(self, model, tokenizer, family: Family, name: str):
+        self.model, self.tokenizer, self.family, self.name = model, tokenizer, family, name
+        self.config = model.config
+        self.layers = model.get_submodule(family.layers)
+        self.n_layers = len(self.layers)
+        text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
+        self.n_heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 0)
+        self.n_kv_heads = int(getattr(text, "num_key_value_heads", 0) or self.n_heads)
+        self.extrapolate = False  # set by set_rope or allow_extrapolation()
+
+    # -- structure ---------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    def attention(self, layer: int) -> torch.nn.Module:
+        """The attention module of ``layer`` (error if that block has none)."""
+        module = getattr(self.layers[layer], self.family.attn or "", None)
+        if module is None:
+            raise CtxlensError(
+                f"Layer {layer} of '{self.name}' ({self.family.name}) has no attention; pick an attention layer "
+                f"(attention layers: {self.attention_layers()})."
+            )
+        return module
+
+    def attention_layers(self) -> list[int]:
+        attr = self.family.attn
+        return [i for i, layer in enumerate(self.layers) if attr and getattr(layer, attr, None) is not None]
+
+    def out_proj(self, layer: int) -> torch.nn.Module:
+        return self.attention(layer).get_submodule(self.family.out_proj)
+
+    @property
+    def head_dim(self) -> int:
+        text = self.config
+        hd = getattr(text, "head_dim", None)
+        return int(hd) if hd else int(text.hidden_size // max(1, self.n_heads))
+
+    @property
+    def rotary_dims(self) -> int:
+        """Number of rotary dims per head (2 x number of frequency pairs); 0 without RoPE."""
+        mods = _rope.rotary_modules(self.model)
+        return 2 * int(mods[0][1].inv_freq.numel()) if mods else 0
+
+    # -- limits --------------------------------------------------------------------------------
+    def check_length(self, n_tokens: int) -> None:
+        """Raise a clear error if ``n_tokens`` exceeds what the model's positions allow."""
+        limit, hard = _positions_limit(self.config)
+        if limit is None or n_tokens <= limit:
+            return
+        if hard:
+            raise CtxlensError(
+                f"'{self.name}' has learned positions for at most {limit} tokens but {n_tokens} were asked for; "
+                f"use lengths up to {limit}."
+            )
+        if not self.extrapolate:
+            raise CtxlensError(
+                f"'{self.name}' was configured for at most {limit} positions but {n_tokens} were asked for; "
+                "use shorter lengths, change its RoPE (--rope-theta / --rope-scaling), or pass --allow-extrapolation."
+            )
+
+    def allow_extrapolation(self, allow: bool = True) -> None:
+        self.extrapolate = allow
+
+    # -- forward passes ------------------------------------------------------------------------
+    def _ids(self, input_ids) -> torch.Tensor:
+        ids = torch.as_tensor(input_ids, dtype=torch.long)
+        if ids.ndim == 1:
+            ids = ids[None]
+        if ids.ndim != 2 or ids.shape[1] == 0:
+            raise CtxlensError("input_ids must be a non-empty [batch, seq] array of token ids.")
+        if int(ids.max()) >= self.vocab_size or int(ids.min()) < 0:
+            raise CtxlensError(f"Token ids must lie in [0, {self.vocab_size}) for '{self.name}'.")
+        self.check_length(ids.shape[1])
+        return ids.to(self.device)
+
+    def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """The base model (no LM head) over [batch, seq] ids; returns its output object."""
+        kwargs = {"use_cache": False}
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask.to(self.device)
+        return self.model.base_model(input_ids=input_ids, **kwargs)
+
+    @torch.inference_mode()
+    def token_losses(self, input_ids, attention_mask=None, chunk: int | None = None) -> torch.Tensor:
+        """[batch, seq-1] float32 nats; entry t is the loss of token t+1 given tokens 0..t."""
+        ids = self._ids(input_ids)
+        hidden = self.base_forward(ids, attention_mask).last_hidden_state  # [batch, seq, d_model]
+        post = self.family.logits_post
+        return _losses.nll_from_hidden(
+            hidden[:, :-1], ids[:, 1:], self.model.get_output_embeddings(),
+            post=(lambda z: post(self.config, z)) if post else None, chunk=chunk,
+        )
+
+    def capture(self, input_ids, **request) -> _capture.Capture:
+        """One forward returning only the requested slices; see ``ctxlens.lm.capture.run_capture``."""
+        return _capture.run_capture(self, self._ids(input_ids), **request)
+
+    def mask_heads(self, heads: Mapping[int, Sequence[int]]) -> AbstractContextManager:
+        """Context manager: heads ``{layer: [head, ...]}`` output zero inside the block."""
+        return _heads.mask_heads(self, heads)
+
+    def set_rope(self, theta: float | None = None, scaling: dict | None = None) -> dict:
+        """Change RoPE base and/or scaling in place (seed 003 Section 4.2.2); returns new parameters."""
+        self.family.require("rope", self.name)
+        params = _rope.set_rope(self.model, theta=theta, scaling=scaling)
+        self.extrapolate = True
+        return params
+
+    def require_tokenizer(self, what: str) -> None:
+        if self.tokenizer is None:
+            raise CtxlensError(
+                f"'{self.name}' has no tokenizer, so {what} cannot run; save a tokenizer with the model "
+                "(tokenizer.save_pretrained) or use a token-level source such as 'random'."
+            )
+
+    def __repr__(self) -> str:
+        return f"LM({self.name!r}, family={self.family.name}, layers={self.n_layers}, device={self.device})"
