@@ -125,7 +125,10 @@ _FAMILIES = [
     Family("mamba2", kind="ssm", position="none", layers="backbone.layers", resid="out"),
     Family("falcon_mamba", kind="ssm", position="none", layers="backbone.layers", resid="out"),
     Family("rwkv", kind="recurrent", position="none", layers="rwkv.blocks", resid="pre:ln2"),
-    Family("xlstm", kind="recurrent", position="none", layers="backbone.blocks", resid="pre:norm_ffn"),
+    Family(
+        "xlstm", kind="recurrent", position="none", layers="backbone.blocks", resid="pre:norm_ffn",
+        logits_post=_softcap("output_logit_soft_cap"),
+    ),
     Family(
         "recurrent_gemma", kind="hybrid", position="rope", layers="model.layers", resid="pre:channel_pre_norm",
         attn="temporal_block", out_proj="o_proj", interface=True, rope_layout="half",

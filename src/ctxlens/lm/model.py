@@ -52,7 +52,7 @@ class LM:
 
     def attention(self, layer: int) -> torch.nn.Module:
         """The attention module of ``layer`` (error if that block has none)."""
-        module = getattr(self.layers[layer], self.family.attn or "", None)
+        module = self._attention_or_none(layer)
         if module is None:
             raise CtxlensError(
                 f"Layer {layer} of '{self.name}' ({self.family.name}) has no attention; pick an attention layer "
@@ -60,9 +60,14 @@ class LM:
             )
         return module
 
+    def _attention_or_none(self, layer: int) -> torch.nn.Module | None:
+        # hybrids name both kinds of mixer alike (recurrent_gemma's temporal_block): check the class
+        module = getattr(self.layers[layer], self.family.attn or "", None)
+        return module if module is not None and "Attention" in type(module).__name__ else None
+
     def attention_layers(self) -> list[int]:
-        attr = self.family.attn
-        return [i for i, layer in enumerate(self.layers) if attr and getattr(layer, attr, None) is not None]
+        """Indices of the blocks that contain attention."""
+        return [i for i in range(self.n_layers) if self._attention_or_none(i) is not None]
 
     def out_proj(self, layer: int) -> torch.nn.Module:
         return self.attention(layer).get_submodule(self.family.out_proj)

@@ -64,11 +64,13 @@ def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict |
     config.rope_parameters = edited_parameters(params, theta, scaling)
     try:
         config.validate_rope()
+        built = [(name, _build(type(m), config, next(iter(m.buffers())).device)) for name, m in mods]
     except (ValueError, KeyError, TypeError) as err:
-        config.rope_parameters = old
-        raise CtxlensError(f"Invalid RoPE parameters {config.rope_parameters}: {err}") from None
-    for name, module in mods:
-        device = next(iter(module.buffers())).device
+        tried, config.rope_parameters = config.rope_parameters, old
+        raise CtxlensError(
+            f"Cannot apply RoPE parameters {tried} to '{config.model_type}': {err}"
+        ) from None
+    for name, module in built:
         parent_name, _, attr = name.rpartition(".")
-        setattr(model.get_submodule(parent_name), attr, _build(type(module), config, device))
+        setattr(model.get_submodule(parent_name), attr, module)
     return dict(config.rope_parameters)
