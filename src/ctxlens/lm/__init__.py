@@ -2,7 +2,7 @@
 
 from ctxlens.lm.capture import Capture
 from ctxlens.lm.families import FAMILIES, Family, families, get_family
-from ctxlens.lm.load import from_model, load
+from ctxlens.lm.loading import from_model, load
 from ctxlens.lm.model import LM
 
 __all__ = ["Capture", "FAMILIES", "Family", "LM", "families", "from_model", "get_family", "load"]

@@ -44,9 +44,13 @@ def run(
     progress: bool = True,
 ) -> RunStore:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store."""
-    from ctxlens.lm.load import load
+    from ctxlens.lm.loading import load
 
     options, model_options = dict(options or {}), dict(model_options or {})
+    if not progress:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     exp = get_experiment(experiment)
     config = make_config(exp.Config, options)
     if not models:

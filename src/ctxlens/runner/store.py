@@ -170,7 +170,9 @@ class RunStore:
         if valid_bytes < len(units):
             dropped = len(units[valid_bytes:].splitlines())
             os.truncate(self.units_path, valid_bytes)
-            self.repairs.append(f"dropped {dropped} truncated or invalid line(s) at the end of {self.units_path.name}")
+            self.repairs.append(
+                f"dropped {dropped} truncated or invalid line(s) at the end of {self.units_path.name}"
+            )
         end = entries[-1]["end"] if entries else 0
         if results_size > end:
             tail = self.results_path.read_bytes()[end:]
