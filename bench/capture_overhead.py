@@ -1,0 +1,75 @@
+"""Capture overhead: a forward with captures over a bare sdpa forward, same process.
+
+Captures: residual-after-mixer at 64 suffix positions on every layer, plus post-RoPE q (at the
+same 64 positions) and k (all positions) on one layer. Baseline: the base model's forward with
+no hooks and no LM head. Prints the median-time ratio per length; target <= 1.10.
+
+    python bench/capture_overhead.py [--lengths 1024,4096,16384] [--repeats 5] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from ctxlens.lm import from_model
+from ctxlens.lm.tiny import tiny_config
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def timed(fn, device: str) -> float:
+    _sync(device)
+    t = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--lengths", default="1024,4096,16384")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=4)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    config = tiny_config("llama", hidden_size=args.hidden, intermediate_size=4 * args.hidden,
+                         num_hidden_layers=args.layers, num_attention_heads=8, num_key_value_heads=4,
+                         head_dim=args.hidden // 8, max_position_embeddings=1 << 17)
+    model = AutoModelForCausalLM.from_config(config).to(args.device, getattr(torch, args.dtype))
+    lm = from_model(model)
+    print(f"tiny llama d={args.hidden} layers={args.layers} on {args.device} {args.dtype}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"{'tokens':>7} {'bare s':>9} {'capture s':>10} {'ratio':>6}")
+    for n in (int(x) for x in args.lengths.split(",")):
+        ids = torch.randint(0, config.vocab_size, (1, n), device=args.device)
+        suffix = list(range(n - 64, n))
+
+        def bare():
+            with torch.inference_mode():
+                lm.base_forward(ids)
+
+        def capture():
+            lm.capture(ids, residual="all", positions=suffix, qk=[args.layers // 2], query_positions=suffix)
+
+        bare(), capture()  # warm-up
+        b, c = [], []
+        for _ in range(args.repeats):  # interleaved, so drift hits both alike
+            b.append(timed(bare, args.device))
+            c.append(timed(capture, args.device))
+        mb, mc = statistics.median(b), statistics.median(c)
+        print(f"{n:>7} {mb:>9.4f} {mc:>10.4f} {mc / mb:>6.3f}")
+
+
+if __name__ == "__main__":
+    main()
