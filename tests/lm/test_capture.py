@@ -100,3 +100,14 @@ def test_bad_requests_are_clear_errors(ids):
         lm.capture(ids)
     with pytest.raises(CtxlensError, match="does not support the 'qk'"):
         build_lm("mamba").capture(ids, qk=[0])
+
+
+def test_captures_hold_only_what_was_asked(ids):
+    """Captured slices own their memory: nothing keeps the full [batch, seq, d] states alive."""
+    lm = build_lm("llama", num_hidden_layers=3)
+    cap = lm.capture(ids, residual="all", block=[1], positions=[-2, -1], qk=[2], query_positions=[-1],
+                     key_positions=[0, 1, 2])
+    tensors = [*cap.residual.values(), *cap.block.values(), *cap.queries.values(), *cap.kv_keys.values()]
+    for x in tensors:
+        assert x.untyped_storage().nbytes() == x.numel() * x.element_size()
+    assert sum(x.numel() for x in tensors) == 3 * 2 * 2 * 64 + 2 * 2 * 64 + 2 * 4 * 1 * 16 + 2 * 2 * 3 * 16
