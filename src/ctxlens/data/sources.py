@@ -195,7 +195,7 @@ def _open_hub(spec: str, rest: str, *, text_field: str, split: str) -> HubSource
 
 def _split_hub_spec(spec: str, rest: str) -> tuple[str, str | None]:
     """``DATASET_ID[:CONFIG]``; a local directory whose path holds ':' is kept whole."""
-    if Path(rest).expanduser().is_dir():
+    if rest and Path(rest).expanduser().is_dir():
         return str(Path(rest).expanduser()), None
     dataset_id, _, config = rest.partition(":")
     if not dataset_id:
