@@ -1,7 +1,18 @@
-"""ctxlens: how much, and how well, does a language model use long context?"""
+"""ctxlens: how much, and how well, does a language model use long context?
+
+``load``, ``LM`` and ``families`` are imported lazily, so readers of result files (the report,
+``ctxlens.runner.read_rows``) never import torch.
+"""
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import LM, families, load
 
 __version__ = "0.1.0"
 __all__ = ["CtxlensError", "LM", "families", "load", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("LM", "families", "load"):
+        import ctxlens.lm as lm
+
+        return getattr(lm, name)
+    raise AttributeError(f"module 'ctxlens' has no attribute {name!r}")
