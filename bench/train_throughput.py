@@ -1,0 +1,67 @@
+"""Trainer throughput against a bare forward+backward+step loop, same model and batch, one run.
+
+    python bench/train_throughput.py [--steps 30] [--seq 512] [--batch 8]
+
+Prints tokens/s of both and their ratio (target >= 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from ctxlens.lm.tiny import tiny_config
+from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, lm_targets, train
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = p.parse_args()
+    torch.manual_seed(0)
+    config = tiny_config("llama", hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+    batch = lm_targets(torch.randint(0, config.vocab_size, (args.batch, args.seq)))
+    tokens = args.steps * args.batch * args.seq
+
+    def bare() -> float:
+        model = AutoModelForCausalLM.from_config(config).to(args.device).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        b = {k: v.to(args.device) for k, v in batch.items()}
+        t = time.perf_counter()
+        for _ in range(args.steps):
+            loss = causal_lm_loss(model, b)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return tokens / (time.perf_counter() - t)
+
+    def ours() -> float:
+        model = AutoModelForCausalLM.from_config(config)
+        cfg = TrainConfig(steps=args.steps, warmup=5, device=args.device, bf16=False)
+        t = time.perf_counter()
+        train(model, lambda step: batch, cfg)
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return tokens / (time.perf_counter() - t)
+
+    bare(), ours()  # warm-up
+    b, o = [], []
+    for _ in range(3):
+        b.append(bare())
+        o.append(ours())
+    b, o = sorted(b)[1], sorted(o)[1]
+    print(f"tiny llama, batch {args.batch} x {args.seq} tokens on {args.device}")
+    print(f"bare loop {b:,.0f} tok/s   trainer {o:,.0f} tok/s   ratio {o / b:.3f}")
+
+
+if __name__ == "__main__":
+    main()

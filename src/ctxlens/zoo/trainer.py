@@ -1,0 +1,186 @@
+"""A plain PyTorch training loop for any transformers causal-LM config (or any module).
+
+AdamW, linear warmup then cosine decay to ``min_lr_ratio * lr``, gradient clipping, fp32 on
+CPU and bf16 autocast on GPU, seeded data order (the caller's ``batches(step)`` is a pure
+function of the step), periodic evaluation, early stopping on validation loss, and
+checkpoint/resume. Used to train the zoo (seed 000, Section 3 / Appendix B: matched models
+trained identically) and the sparse-parity models (seed 001, Section 4.2).
+
+A batch is ``{"input_ids": [B, T], "targets": [B, T]}``: ``targets[b, t]`` is the token to
+predict after reading position t, ``-100`` where nothing is scored.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+Batch = dict[str, torch.Tensor]
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1000
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    patience: int | None = None  # evaluations without improvement before stopping; None: never
+    seed: int = 0
+    device: str = "cpu"
+    bf16: bool | None = None  # None: bf16 autocast on CUDA, fp32 elsewhere
+    checkpoint: str | None = None  # file to save training state to at every evaluation (resume)
+    log: Callable[[dict], None] | None = None
+
+
+@dataclass
+class TrainResult:
+    model: torch.nn.Module
+    best_val: float | None
+    best_step: int | None
+    steps: int
+    stopped_early: bool
+    seconds: float
+    history: list[dict] = field(default_factory=list)
+
+
+def lm_targets(input_ids: torch.Tensor) -> Batch:
+    """Next-token targets for plain language modelling: targets[:, t] = input_ids[:, t+1]."""
+    targets = torch.full_like(input_ids, -100)
+    targets[:, :-1] = input_ids[:, 1:]
+    return {"input_ids": input_ids, "targets": targets}
+
+
+def causal_lm_loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """Mean cross-entropy over scored positions; logits [B, T, V] vs targets [B, T]."""
+    logits = model(input_ids=batch["input_ids"], use_cache=False).logits
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["targets"].flatten(), ignore_index=-100)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup over ``cfg.warmup`` steps, then cosine from lr to min_lr_ratio * lr."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def _to(batch: Batch, device) -> Batch:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def _optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+
+
+@torch.no_grad()
+def evaluate(model, val: list[Batch], loss_fn, device, autocast) -> float:
+    """Mean loss over validation batches, weighted by their number of scored targets."""
+    model.eval()
+    total, count = 0.0, 0
+    for batch in val:
+        batch = _to(batch, device)
+        n = int((batch["targets"] != -100).sum())
+        with autocast():
+            total += float(loss_fn(model, batch)) * n
+        count += n
+    model.train()
+    return total / max(1, count)
+
+
+def train(
+    model: torch.nn.Module,
+    batches: Callable[[int], Batch],
+    cfg: TrainConfig,
+    *,
+    val: list[Batch] | None = None,
+    loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None,
+) -> TrainResult:
+    """Train ``model`` for ``cfg.steps`` steps on ``batches(step)``; the best-validation weights are
+    restored at the end when ``val`` is given."""
+    loss_fn = loss_fn or causal_lm_loss
+    device = torch.device(cfg.device)
+    use_bf16 = cfg.bf16 if cfg.bf16 is not None else device.type == "cuda"
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if use_bf16 else _null
+    torch.manual_seed(cfg.seed)
+    model.to(device).train()
+    opt = _optimizer(model, cfg)
+    state = {"step": 0, "best_val": None, "best_step": None, "bad_evals": 0, "history": [], "best_weights": None}
+    if cfg.checkpoint and Path(cfg.checkpoint).is_file():
+        state = _resume(cfg.checkpoint, model, opt)
+    start, stopped = time.perf_counter(), False
+    step = state["step"]
+    while step < cfg.steps:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        batch = _to(batches(step), device)
+        with autocast():
+            loss = loss_fn(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        if val and (step % cfg.eval_every == 0 or step == cfg.steps):
+            v = evaluate(model, val, loss_fn, device, autocast)
+            row = {"step": step, "train_loss": float(loss.detach()), "val_loss": v, "lr": lr_at(step - 1, cfg)}
+            state["history"].append(row)
+            if cfg.log:
+                cfg.log(row)
+            if state["best_val"] is None or v < state["best_val"]:
+                state.update(best_val=v, best_step=step, bad_evals=0,
+                             best_weights={k: t.detach().clone() for k, t in model.state_dict().items()})
+            else:
+                state["bad_evals"] += 1
+            state["step"] = step
+            if cfg.checkpoint:
+                _save(cfg.checkpoint, model, opt, state)
+            if cfg.patience is not None and state["bad_evals"] >= cfg.patience:
+                stopped = True
+                break
+    if state["best_weights"] is not None:
+        model.load_state_dict(state["best_weights"])
+    model.eval()
+    return TrainResult(model, state["best_val"], state["best_step"], step, stopped,
+                       time.perf_counter() - start, state["history"])
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _save(path: str, model, opt, state: dict) -> None:
+    tmp = Path(path).with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state,
+                "rng": torch.get_rng_state()}, tmp)
+    tmp.replace(path)
+
+
+def _resume(path: str, model, opt) -> dict:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(ckpt["model"])
+    opt.load_state_dict(ckpt["opt"])
+    torch.set_rng_state(ckpt["rng"])
+    return ckpt["state"]
+
+
+def config_dict(cfg: TrainConfig) -> dict:
+    """The JSON-able part of a TrainConfig, for recording how a model was made."""
+    return {k: v for k, v in asdict(cfg).items() if k != "log"}
