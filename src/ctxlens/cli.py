@@ -48,8 +48,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("experiments", help="list experiments")
     d = sub.add_parser("demo", help="run the demo suite on tiny models")
     d.add_argument("--out", default="ctxlens-demo")
-    z = sub.add_parser("zoo", help="the built-in model zoo")
-    z.add_argument("action", choices=["list"])
+    z = sub.add_parser("zoo", help="the built-in model zoo: list, or train NAME ...")
+    z.add_argument("action", choices=["list", "train"])
+    z.add_argument("names", nargs="*", help="zoo models to train (default: all)")
+    z.add_argument("--steps", type=int, help="training steps (default: the shared recipe's)")
+    z.add_argument("--out", help="directory to write models to (default: $CTXLENS_HOME/zoo)")
     return p
 
 
@@ -147,9 +150,36 @@ def _cmd_experiments() -> int:
 
 
 def _cmd_zoo(args) -> int:
-    from ctxlens.zoo.registry import BUILDERS, home
+    import json
 
-    print(_table([{"name": n, "built": (home() / "zoo" / n / "config.json").is_file()} for n in BUILDERS]))
+    from ctxlens.zoo.registry import BUILDERS, home, trained_path
+    from ctxlens.zoo.specs import RECIPE, ZOO, get_spec
+
+    if args.action == "train":
+        import dataclasses
+
+        from ctxlens.zoo.build import train_zoo_model
+
+        recipe = dataclasses.replace(RECIPE, steps=args.steps) if args.steps else RECIPE
+        root = Path(args.out) if args.out else home() / "zoo"
+        for name in args.names or list(ZOO):
+            rec = train_zoo_model(get_spec(name), root / name, recipe)
+            print(f"{name}: held-out {rec['val_loss']:.3f} nats (unigram {rec['unigram_baseline']:.3f}) -> {root / name}")
+        return 0
+    rows = []
+    for name, spec in ZOO.items():
+        path = trained_path(name)
+        rec = json.loads((path / "zoo.json").read_text()) if path and (path / "zoo.json").is_file() else {}
+        rows.append({"name": name, "family": spec.family, "params": rec.get("params", "-"),
+                     "val_loss": f"{rec['val_loss']:.3f}" if rec else "not trained",
+                     "unigram": f"{rec['unigram_baseline']:.3f}" if rec else "-",
+                     "retrieval": " ".join(f"{r['distance_bytes']}:{r['accuracy']:.2f}" for r in rec.get("retrieval", [])) or "-",
+                     "where": str(path) if path else "-"})
+    for name in BUILDERS:
+        built = (home() / "zoo" / name / "config.json").is_file()
+        rows.append({"name": name, "family": "llama", "params": "-", "val_loss": "random weights", "unigram": "-",
+                     "retrieval": "-", "where": str(home() / "zoo" / name) if built else "built on first use"})
+    print(_table(rows))
     return 0
 
 

@@ -1,8 +1,10 @@
 """The zoo: named local models loadable as ``zoo:NAME`` through the ordinary loader.
 
-A zoo entry is a function that builds a transformers model + tokenizer; the first use saves
-it with ``save_pretrained`` under ``$CTXLENS_HOME/zoo/NAME`` (default ``~/.cache/ctxlens``),
-and every later load reads that directory exactly as it would read a hub checkpoint.
+Trained zoo models (``ctxlens.zoo.specs``) are looked up in ``$CTXLENS_HOME/zoo/NAME``
+(default ``~/.cache/ctxlens``; what ``ctxlens zoo train`` writes), then among the checkpoints
+shipped with the package. Built entries (``BUILDERS``) are functions that make a model +
+tokenizer, saved on first use. Either way the result is a ``save_pretrained`` directory that
+loads exactly as a hub checkpoint would.
 
 ``random-llama`` is a seeded, randomly initialised tiny llama for smoke runs: its numbers
 say nothing about long context, only that the pipeline works end to end.
@@ -15,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ctxlens.core.errors import unknown
+from ctxlens.core.errors import CtxlensError, unknown
 
 BUILDERS: dict[str, Callable[[Path], None]] = {}
 
@@ -32,10 +34,32 @@ def home() -> Path:
     return Path(os.environ.get("CTXLENS_HOME", Path.home() / ".cache" / "ctxlens")).expanduser()
 
 
+SHIPPED = Path(__file__).parent / "checkpoints"
+
+
+def names() -> list[str]:
+    from ctxlens.zoo.specs import ZOO
+
+    return [*ZOO, *BUILDERS]
+
+
+def trained_path(name: str) -> Path | None:
+    """Where a trained zoo model lives: the user's own training first, then the shipped one."""
+    for path in (home() / "zoo" / name, SHIPPED / name):
+        if (path / "config.json").is_file():
+            return path
+    return None
+
+
 def zoo_path(name: str) -> Path:
-    """Directory of zoo model ``name``, building it on first use."""
+    """Directory of zoo model ``name`` (trained, or built on first use)."""
+    if name not in names():
+        raise unknown("zoo model", name, names())
     if name not in BUILDERS:
-        raise unknown("zoo model", name, BUILDERS)
+        path = trained_path(name)
+        if path is None:
+            raise CtxlensError(f"Zoo model '{name}' is not trained on this machine; run `ctxlens zoo train {name}`.")
+        return path
     path = home() / "zoo" / name
     if not (path / "config.json").is_file():
         tmp = path.with_name(path.name + ".partial")

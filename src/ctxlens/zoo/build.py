@@ -1,0 +1,108 @@
+"""Train and evaluate one zoo model with the shared recipe; save it as an ordinary checkpoint.
+
+``ctxlens zoo train [NAME ...]`` calls ``train_zoo_model`` for each name. The result is a
+``save_pretrained`` directory (weights stored as bfloat16 to keep the shipped zoo small,
+evaluated after that rounding) plus ``zoo.json`` with the recipe, the held-out loss, a byte
+unigram baseline measured on the same held-out text, and key-value retrieval accuracy at
+several distances inside the training length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
+from ctxlens.zoo.tokenizer import byte_tokenizer
+from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
+
+
+def _train_stream(recipe: Recipe, tok) -> torch.Tensor:
+    """Token ids [n] of the training split, enough for every step without reuse of offsets."""
+    from ctxlens.data.corpus import corpus_text
+
+    n_bytes = recipe.steps * recipe.batch * recipe.seq_len // 2 + 10 * recipe.seq_len
+    return torch.tensor(tok(corpus_text(recipe.corpus_seed, n_bytes, split="train"), add_special_tokens=False)["input_ids"])
+
+
+def _val_windows(recipe: Recipe, tok) -> torch.Tensor:
+    """[val_windows, seq_len] consecutive windows of the validation split."""
+    from ctxlens.data.corpus import corpus_text
+
+    n = recipe.val_windows * recipe.seq_len
+    ids = tok(corpus_text(recipe.corpus_seed, n + 1000, split="validation"), add_special_tokens=False)["input_ids"]
+    return torch.tensor(ids[:n]).view(recipe.val_windows, recipe.seq_len)
+
+
+def unigram_baseline(train_ids: torch.Tensor, val: torch.Tensor, vocab: int) -> float:
+    """Cross-entropy (nats) of the held-out tokens under the add-one unigram of the training tokens."""
+    counts = Counter(train_ids.tolist())
+    total = len(train_ids) + vocab
+    logp = {t: math.log((counts.get(t, 0) + 1) / total) for t in range(vocab)}
+    targets = val[:, 1:].flatten().tolist()
+    return -sum(logp[t] for t in targets) / len(targets)
+
+
+@torch.no_grad()
+def retrieval_accuracy(model, tok, recipe: Recipe) -> list[dict]:
+    """Greedy exact-match retrieval of a key-value fact stated ``distance`` bytes before the ask."""
+    from ctxlens.data.corpus import retrieval_probes
+
+    rows = []
+    for distance in recipe.probe_distances:
+        probes = retrieval_probes(recipe.corpus_seed + 7, recipe.probes_per_distance, distance_bytes=distance,
+                                  total_bytes=recipe.seq_len - 16)
+        hits = 0
+        for p in probes:
+            ids = torch.tensor([tok(p.prompt, add_special_tokens=False)["input_ids"]])
+            out = model.generate(ids, max_new_tokens=len(p.answer.encode()), do_sample=False,
+                                 pad_token_id=tok.eos_token_id)
+            hits += tok.decode(out[0, ids.shape[1]:]).startswith(p.answer)
+        rows.append({"distance_bytes": distance, "n": len(probes), "accuracy": hits / len(probes)})
+    return rows
+
+
+def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log=print) -> dict:
+    """Train ``spec`` with ``recipe``, save to ``out``, and return its evaluation record."""
+    out = Path(out)
+    tok = byte_tokenizer()
+    stream = _train_stream(recipe, tok)
+    val = _val_windows(recipe, tok)
+    val_batches = [lm_targets(val[i:i + recipe.batch]) for i in range(0, len(val), recipe.batch)]
+
+    def batches(step: int):
+        g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
+        starts = torch.randint(0, len(stream) - recipe.seq_len, (recipe.batch,), generator=g)
+        return lm_targets(torch.stack([stream[s:s + recipe.seq_len] for s in starts.tolist()]))
+
+    torch.manual_seed(recipe.seed)
+    model = AutoModelForCausalLM.from_config(build_config(spec, len(tok), tok.eos_token_id))
+    cfg = TrainConfig(steps=recipe.steps, lr=recipe.lr, warmup=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio,
+                      weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, eval_every=recipe.eval_every,
+                      seed=recipe.seed, checkpoint=str(out.with_name(out.name + ".train-state.pt")),
+                      log=lambda row: log(f"{spec.name} {row}"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = train(model, batches, cfg, val=val_batches)
+    model = result.model.to(torch.bfloat16).to(torch.float32)  # evaluate what is shipped
+    model.config.use_cache = True
+    val_loss = evaluate(model, val_batches, causal_lm_loss, torch.device("cpu"), contextlib.nullcontext)
+    record = {
+        "name": spec.name, "family": spec.family, "doc": spec.doc,
+        "params": sum(p.numel() for p in model.parameters()),
+        "recipe": asdict(recipe), "train": config_dict(cfg),
+        "steps_run": result.steps, "best_step": result.best_step, "train_seconds": round(result.seconds, 1),
+        "val_loss": val_loss, "unigram_baseline": unigram_baseline(stream, val, len(tok)),
+        "retrieval": retrieval_accuracy(model, tok, recipe), "history": result.history,
+    }
+    model.to(torch.bfloat16).save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "zoo.json").write_text(json.dumps(record, indent=1))
+    Path(cfg.checkpoint).unlink(missing_ok=True)
+    return record

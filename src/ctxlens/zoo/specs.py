@@ -1,0 +1,82 @@
+"""The matched tiny zoo: six architectures, about one million parameters each, one recipe.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"),
+Section 3, Table 1 and Appendix B compare architectures trained identically: same data, same
+steps, same seed, roughly equal size. These are the ctxlens-sized versions: byte-level
+vocabulary (257), width 128, trained on the built-in corpus at a 512-byte context so that
+longer evaluation lengths probe extrapolation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.core.errors import unknown
+
+
+@dataclass(frozen=True)
+class ZooSpec:
+    name: str
+    family: str  # transformers model_type
+    arch: dict  # overrides on ctxlens.lm.tiny.tiny_config(family)
+    doc: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How every zoo model is trained (identical across architectures)."""
+
+    seq_len: int = 512
+    batch: int = 8
+    steps: int = 1500
+    lr: float = 3e-3
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 250
+    seed: int = 0
+    corpus_seed: int = 0
+    val_windows: int = 32
+    probe_distances: tuple[int, ...] = field(default=(64, 192, 384))
+    probes_per_distance: int = 50
+
+
+_D = 128
+SPECS = [
+    ZooSpec("rope", "llama", dict(hidden_size=_D, intermediate_size=3 * _D, num_hidden_layers=4, num_attention_heads=4,
+                                  num_key_value_heads=4, head_dim=32, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                  max_position_embeddings=131072),
+            "llama-style attention with RoPE (theta 10000)"),
+    ZooSpec("alibi", "bloom", dict(hidden_size=_D, n_layer=4, n_head=4), "bloom-style attention with ALiBi"),
+    ZooSpec("mamba2", "mamba2", dict(hidden_size=_D, num_hidden_layers=6, expand=2, num_heads=8, head_dim=32,
+                                      state_size=32, chunk_size=64), "Mamba-2 state-space model"),
+    ZooSpec("mlstm", "xlstm", dict(hidden_size=_D, num_hidden_layers=4, num_heads=4, mode="train", chunk_size=32),
+            "xLSTM with mLSTM blocks"),
+    ZooSpec("griffin", "recurrent_gemma", dict(hidden_size=_D, lru_width=_D, intermediate_size=4 * _D, num_hidden_layers=6,
+                                               num_attention_heads=4, num_key_value_heads=1, head_dim=32,
+                                               attention_window_size=512), "Griffin: RG-LRU recurrence + local attention"),
+    ZooSpec("hybrid", "bamba", dict(hidden_size=_D, intermediate_size=2 * _D, num_hidden_layers=12, attn_layer_indices=[6],
+                                    mamba_expand=1, mamba_n_heads=4, mamba_d_head=32, mamba_d_state=16,
+                                    num_attention_heads=4, num_key_value_heads=4, head_dim=32,
+                                    max_position_embeddings=131072),
+            "Mamba-2 layers with one attention layer in twelve (8%), bamba-style"),
+]
+ZOO: dict[str, ZooSpec] = {s.name: s for s in SPECS}
+RECIPE = Recipe()
+
+
+def get_spec(name: str) -> ZooSpec:
+    if name not in ZOO:
+        raise unknown("zoo model", name, ZOO)
+    return ZOO[name]
+
+
+def build_config(spec: ZooSpec, vocab_size: int, eos_id: int):
+    """The transformers config of a zoo model (byte vocabulary, eos = bos = pad)."""
+    from ctxlens.lm.tiny import tiny_config
+
+    tokens = {"vocab_size": vocab_size}
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        tokens[key] = eos_id
+    return tiny_config(spec.family, **tokens, **spec.arch)
