@@ -3,6 +3,7 @@ under test (documents written by the test, token ids = UTF-8 bytes of the text).
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from transformers import PreTrainedTokenizerFast
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data import RandomSource, TextSource, open_source, token_windows
+from ctxlens.data.sources import BuiltinSource
 
 EOS = 256  # id of "<|endoftext|>" in the byte tokenizer below
 
@@ -256,10 +258,41 @@ def test_empty_folder(tmp_path):
         open_source(str(tmp_path / "empty"))
 
 
-@pytest.mark.parametrize("spec", ["builtin", "builtin:pg19"])
-def test_builtin_not_available_yet(spec):
-    with pytest.raises(CtxlensError, match=r"built-in corpus is not available yet.*random"):
-        open_source(spec)
+@pytest.mark.parametrize("spec, split, seed", [
+    ("builtin", "validation", 0),
+    ("builtin:train", "train", 0),
+    ("builtin:test:7", "test", 7),
+    ("builtin::3", "validation", 3),
+])
+def test_builtin_streams_the_corpus(spec, split, seed):
+    from ctxlens.data.corpus import documents
+
+    src = open_source(spec)
+    assert isinstance(src, BuiltinSource) and src.is_text
+    assert (src.split, src.seed) == (split, seed)
+    first = list(itertools.islice(src.documents(), 3))
+    assert first == list(documents(seed, 3, split=split))
+    assert list(itertools.islice(src.documents(), 3)) == first  # re-iterable, same order
+    assert len(list(itertools.islice(src.documents(), 40))) == 40  # not a short, fixed list
+
+
+def test_builtin_windows_are_the_corpus_bytes(byte_tokenizer):
+    from ctxlens.data.corpus import documents
+
+    docs = list(documents(0, 2, split="validation"))
+    stream = expected_ids(docs)
+    got = token_windows(open_source("builtin"), byte_tokenizer, 100, 5)
+    assert got.tolist() == [stream[i * 100:(i + 1) * 100] for i in range(5)]
+
+
+def test_builtin_unknown_split():
+    with pytest.raises(CtxlensError, match=r"Unknown built-in corpus split 'pg19'.*train"):
+        open_source("builtin:pg19")
+
+
+def test_builtin_bad_seed():
+    with pytest.raises(CtxlensError, match=r"seed 'x' that is not an integer"):
+        open_source("builtin:train:x")
 
 
 def test_bad_random_seed():

@@ -7,7 +7,9 @@ A source is named by one string (``spec``):
   holding such files (searched recursively, in sorted path order; other files are ignored);
 * ``hf:DATASET_ID`` or ``hf:DATASET_ID:CONFIG`` -- a ``datasets`` dataset, streamed;
 * ``random`` or ``random:SEED`` -- no text at all: uniform random token ids;
-* ``builtin`` / ``builtin:NAME`` -- reserved for the built-in corpus (not available yet).
+* ``builtin``, ``builtin:SPLIT`` or ``builtin:SPLIT:SEED`` -- the built-in corpus
+  (``ctxlens.data.corpus``): an endless, deterministic stream of its documents; SPLIT is
+  train, validation (the default) or test, SEED an integer (default 0).
 
 Documents are always streamed in a deterministic order, one at a time, and
 ``token_windows`` tokenizes only as many of them as it needs.
@@ -22,7 +24,8 @@ from typing import Any
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.data import corpus
 
 __all__ = [
     "TEXT_EXTENSIONS",
@@ -30,12 +33,14 @@ __all__ = [
     "FileSource",
     "HubSource",
     "RandomSource",
+    "BuiltinSource",
     "open_source",
     "token_windows",
 ]
 
 TEXT_EXTENSIONS = (".txt", ".jsonl", ".parquet")
-_SOURCE_KINDS = ".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID or random"
+_SOURCE_KINDS = (".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID, builtin "
+                 "or random")
 _PARQUET_BATCH_ROWS = 1024
 
 
@@ -105,8 +110,21 @@ class RandomSource(TextSource):
     def documents(self) -> Iterator[str]:
         raise CtxlensError(
             f"The '{self.spec}' source holds random token ids, not text documents; "
-            "use a text file, folder or hf:DATASET_ID source for text-level analyses."
+            "use a text file, folder, hf:DATASET_ID or builtin source for text-level analyses."
         )
+
+
+class BuiltinSource(TextSource):
+    """The built-in corpus (``ctxlens.data.corpus``): its endless document stream for one
+    split and seed; every call to ``documents()`` starts again from the first document."""
+
+    def __init__(self, spec: str, split: str, seed: int) -> None:
+        super().__init__(spec)
+        self.split = split
+        self.seed = seed
+
+    def documents(self) -> Iterator[str]:
+        return corpus.documents(self.seed, None, split=self.split)
 
 
 # --------------------------------------------------------------------------------------
@@ -127,10 +145,7 @@ def open_source(spec: str, *, text_field: str = "text", split: str = "train") ->
     if head == "random":
         return RandomSource(spec, _parse_seed(spec, rest) if rest else None)
     if head == "builtin":
-        raise CtxlensError(
-            "The built-in corpus is not available yet in this version of ctxlens; use local "
-            ".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID, or random."
-        )
+        return _open_builtin(spec, rest)
     if head == "hf":
         return _open_hub(spec, rest, text_field=text_field, split=split)
     return FileSource(spec, _local_paths(spec), text_field)
@@ -146,13 +161,29 @@ def _parse_seed(spec: str, text: str) -> int:
         ) from None
 
 
+def _open_builtin(spec: str, rest: str) -> BuiltinSource:
+    """``builtin[:SPLIT[:SEED]]`` -> the corpus stream (default split validation, seed 0)."""
+    split, _, seed_text = rest.partition(":")
+    split = split or "validation"
+    if split not in corpus.SPLITS:
+        raise unknown("built-in corpus split", split, corpus.SPLITS)
+    try:
+        seed = int(seed_text) if seed_text else 0
+    except ValueError:
+        raise CtxlensError(
+            f"Built-in source '{spec}' has a seed '{seed_text}' that is not an integer; "
+            "write builtin:SPLIT:SEED, e.g. builtin:validation:0."
+        ) from None
+    return BuiltinSource(spec, split, seed)
+
+
 def _local_paths(spec: str) -> list[Path]:
     """The files behind a local spec: the file itself, or a folder's text files, sorted."""
     path = Path(spec).expanduser()
     if not path.exists():
         raise CtxlensError(
-            f"Text source '{spec}' does not exist; check the path, or use hf:DATASET_ID "
-            "or random."
+            f"Text source '{spec}' does not exist; check the path, or use hf:DATASET_ID, "
+            "builtin or random."
         )
     if path.is_dir():
         return _folder_files(spec, path)
