@@ -1,0 +1,48 @@
+"""Zoo models train with the shared recipe, save as ordinary checkpoints and load as zoo:NAME."""
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import ctxlens
+from ctxlens import CtxlensError
+from ctxlens.cli import main
+from ctxlens.zoo.build import train_zoo_model, unigram_baseline
+from ctxlens.zoo.registry import home
+from ctxlens.zoo.specs import RECIPE, ZOO, build_config
+
+QUICK = dataclasses.replace(RECIPE, seq_len=192, batch=2, steps=4, warmup=2, eval_every=2, val_windows=2,
+                            probe_distances=(120,), probes_per_distance=2)
+
+
+def test_unigram_baseline_brute_force():
+    train_ids = torch.tensor([0, 0, 1, 2])
+    val = torch.tensor([[5, 0, 1]])  # targets 0 and 1 (the first token is never predicted)
+    vocab = 4  # add-one: p(0) = 3/8, p(1) = 2/8
+    expected = -(math.log(3 / 8) + math.log(2 / 8)) / 2
+    assert unigram_baseline(train_ids, val, vocab) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_specs_are_matched_in_size(name):
+    from transformers import AutoModelForCausalLM
+
+    params = sum(p.numel() for p in AutoModelForCausalLM.from_config(build_config(ZOO[name], 257, 256)).parameters())
+    assert 0.7e6 <= params <= 2.0e6
+
+
+def test_train_save_and_load_as_zoo_model(capsys):
+    with pytest.raises(CtxlensError, match="ctxlens zoo train rope"):
+        ctxlens.load("zoo:rope")
+    rec = train_zoo_model(ZOO["rope"], home() / "zoo" / "rope", QUICK, log=lambda *_: None)
+    assert rec["steps_run"] == 4 and rec["params"] > 0 and len(rec["history"]) == 2
+    assert rec["retrieval"][0]["n"] == 2 and 0 <= rec["retrieval"][0]["accuracy"] <= 1
+    lm = ctxlens.load("zoo:rope")
+    assert lm.family.name == "llama" and lm.tokenizer is not None
+    ids = torch.tensor([list(b"The code for the red door is 1234.")])
+    assert lm.token_losses(ids).isfinite().all()
+    assert main(["zoo", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"{rec['val_loss']:.3f}" in out
