@@ -48,7 +48,7 @@ def test_early_stopping_restores_best_weights():
     res = train(_Scalar(), batches, TrainConfig(steps=100, lr=0.05, warmup=1, eval_every=5, patience=3,
                                                 weight_decay=0.0), val=val, loss_fn=loss_fn)
     assert res.stopped_early and res.steps == 20 and res.best_step == 5
-    assert float(res.model.w) ** 2 == pytest.approx(res.best_val)
+    assert float(res.model.w.detach()) ** 2 == pytest.approx(res.best_val)
 
 
 def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):
