@@ -27,5 +27,16 @@ def experiments() -> dict[str, Experiment]:
     return dict(EXPERIMENTS)
 
 
+_NOT_EXPERIMENTS = {"base", "registry"}
+
+
 def _load_builtin() -> None:
-    from ctxlens.experiments import token_loss  # noqa: F401  (registers itself)
+    """Import every module of ``ctxlens.experiments`` once; each registers itself on import."""
+    import importlib
+    import pkgutil
+
+    import ctxlens.experiments as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name not in _NOT_EXPERIMENTS and not info.name.startswith("_"):
+            importlib.import_module(f"ctxlens.experiments.{info.name}")
