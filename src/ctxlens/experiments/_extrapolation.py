@@ -1,0 +1,127 @@
+"""Length-extrapolation transforms the RoPE experiments accept, and the training length.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Sections 2.2 and 4.2.2, compares a model with and without a length extrapolation method. A
+transform is named by a short spec:
+
+    none                no change
+    theta:500000        RoPE base change
+    linear:4            linear position interpolation (factor 4)
+    dynamic:4           dynamic NTK scaling (factor 4, from the training length on)
+    yarn:4              YaRN (factor 4 over the training length, with its attention factor)
+    selfextend:G:W      SelfExtend, group size G, neighbour window W (no fine-tuning)
+
+RoPE changes go through ``LM.set_rope`` (transformers' own rotary code); SelfExtend through
+``ctxlens.lm.selfextend``. ``applied`` undoes the change on exit, so one loaded model serves
+every unit of a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import rope as _rope
+from ctxlens.lm import selfextend as _selfextend
+
+KINDS = ("none", "theta", "linear", "dynamic", "yarn", "selfextend")
+_HELP = "write none, theta:BASE, linear:F, dynamic:F, yarn:F or selfextend:G:W"
+
+
+@dataclass(frozen=True)
+class Transform:
+    kind: str
+    value: float | None = None  # theta or scaling factor
+    group: int | None = None  # SelfExtend
+    window: int | None = None  # SelfExtend
+
+
+def _number(spec: str, text: str, integer: bool = False):
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        kind = "a positive whole number" if integer else "a positive number"
+        raise CtxlensError(f"Transform '{spec}' needs {kind} where it has '{text}'; {_HELP}.")
+    return value
+
+
+def parse_transform(spec: str) -> Transform:
+    """A transform spec (see the module docstring) -> ``Transform``, or a clear error."""
+    parts = str(spec).strip().split(":")
+    kind = parts[0]
+    arity = {"none": 0, "theta": 1, "linear": 1, "dynamic": 1, "yarn": 1, "selfextend": 2}
+    if kind not in arity:
+        from ctxlens.core.errors import suggest
+
+        raise CtxlensError(f"Unknown transform '{spec}'.{suggest(kind, KINDS)} {_HELP[0].upper() + _HELP[1:]}.")
+    if len(parts) - 1 != arity[kind]:
+        raise CtxlensError(f"Transform '{spec}' has {len(parts) - 1} values but {kind} takes {arity[kind]}; {_HELP}.")
+    if kind == "none":
+        return Transform("none")
+    if kind == "selfextend":
+        return Transform(kind, group=_number(spec, parts[1], True), window=_number(spec, parts[2], True))
+    value = _number(spec, parts[1])
+    if kind in ("linear", "dynamic", "yarn") and value < 1:
+        raise CtxlensError(f"Transform '{spec}' has a factor below 1; extrapolation factors are >= 1, e.g. {kind}:4.")
+    return Transform(kind, value=value)
+
+
+def train_length(lm, override: int | None = None) -> int:
+    """The length the model was trained at: ``override``, else the zoo record (``zoo.json``),
+    else ``original_max_position_embeddings`` of its RoPE, else ``max_position_embeddings``."""
+    if override:
+        return int(override)
+    record = Path(str(getattr(lm.config, "_name_or_path", "") or "")) / "zoo.json"
+    if record.is_file():
+        return int(json.loads(record.read_text())["recipe"]["seq_len"])
+    params = getattr(lm.config, "rope_parameters", None) or {}
+    for value in (params.get("original_max_position_embeddings"), getattr(lm.config, "max_position_embeddings", None)):
+        if value:
+            return int(value)
+    raise CtxlensError(f"Cannot tell the training length of '{lm.name}'; pass --train-length N.")
+
+
+@contextlib.contextmanager
+def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
+    """Within the block ``lm`` runs under transform ``spec``; ``trained`` is its training length."""
+    t = parse_transform(spec)
+    if t.kind == "none":
+        yield t
+        return
+    lm.family.require("rope", lm.name)
+    if t.kind == "selfextend":
+        with _selfextend.self_extend(lm, t.group, t.window):
+            yield t
+        return
+    config, flag = lm.config, lm.extrapolate
+    old_params, old_max = dict(config.rope_parameters), config.max_position_embeddings
+    if t.kind == "theta":
+        lm.set_rope(theta=t.value)
+    elif t.kind == "linear":
+        lm.set_rope(scaling={"rope_type": "linear", "factor": t.value})
+    elif t.kind == "yarn":  # the extended length is factor x training length (as transformers expects)
+        config.max_position_embeddings = round(t.value * trained)
+        try:
+            lm.set_rope(scaling={"rope_type": "yarn", "factor": t.value, "original_max_position_embeddings": trained})
+        except CtxlensError:
+            config.max_position_embeddings = old_max
+            raise
+    else:  # dynamic NTK rescales from config.max_position_embeddings on: make that the training length
+        config.max_position_embeddings = trained
+        try:
+            lm.set_rope(scaling={"rope_type": "dynamic", "factor": t.value})
+        except CtxlensError:
+            config.max_position_embeddings = old_max
+            raise
+    try:
+        yield t
+    finally:
+        config.max_position_embeddings = old_max
+        _rope.set_rope(lm.model, scaling=old_params)
+        lm.extrapolate = flag

@@ -1,0 +1,116 @@
+"""A minimal passkey-retrieval probe for the head-masking experiment.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Section 4.3.2, Figure 8, scores passkey retrieval by input length. This is a stop-gap: it
+should be replaced by the task engine (``ctxlens.tasks``) once that exists.
+
+Two prompt styles, both scored by greedy generation (exact match of the answer):
+
+- ``corpus``: the built-in corpus's single-needle probe (``ctxlens.data.corpus.retrieval_probes``):
+  ``The code for the blue door is 4172.`` early, ``Question: what is the code for the blue door?
+  Answer: `` at the end, corpus text and distractor facts around it; the format the zoo models
+  were trained on.
+- ``classic``: the usual passkey prompt (a repeated filler, ``The pass key is 48213. Remember
+  it.`` at the chosen depth, ``What is the pass key? The pass key is`` at the end), for hub models.
+
+Depth is the fraction of the prompt before the needle (0: start, 1: end). Prompts are built to
+``length`` tokens; ``n_tokens`` records the actual count (a tokenizer may land a little short).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.data.corpus import MIN_PROBE_DISTANCE, retrieval_probes
+
+STYLES = ("corpus", "classic")
+_FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+
+
+@dataclass(frozen=True)
+class Probe:
+    ids: torch.Tensor  # [n_tokens] prompt token ids
+    answer: str
+    depth: float
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.ids.numel())
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _fit(tokenizer, build, length: int) -> torch.Tensor:
+    """Token ids of ``build(n_bytes)``: the longest found with at most ``length`` tokens, n_bytes
+    rescaled by the observed bytes per token (exact at once for byte-level tokenizers)."""
+    n_bytes, best = length, None
+    for _ in range(8):
+        ids = _encode(tokenizer, build(n_bytes))
+        if len(ids) == length:
+            return torch.tensor(ids)
+        if len(ids) < length and (best is None or len(ids) > len(best)):
+            best = ids
+        step = max(1, round(n_bytes * length / max(1, len(ids))))
+        n_bytes = step if step != n_bytes else n_bytes + (1 if len(ids) < length else -1)
+    if best is None:
+        raise CtxlensError(f"Could not build a passkey prompt of {length} tokens with this tokenizer; "
+                           "try another length.")
+    return torch.tensor(best)
+
+
+def _corpus(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
+    def probe(n_bytes: int):
+        n_bytes = max(n_bytes, MIN_PROBE_DISTANCE)
+        distance = min(n_bytes, max(MIN_PROBE_DISTANCE, round((1 - depth) * n_bytes)))
+        return retrieval_probes(seed * 1000 + i, 1, distance_bytes=distance, total_bytes=n_bytes)[0]
+
+    if length < MIN_PROBE_DISTANCE:
+        raise CtxlensError(f"Corpus passkey prompts need at least {MIN_PROBE_DISTANCE} tokens; use longer lengths.")
+    ids = _fit(tokenizer, lambda n_bytes: probe(n_bytes).prompt, length)
+    return Probe(ids, probe(length).answer, depth)  # the answer depends on (seed, i) only
+
+
+def _classic(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
+    key = str(random.Random(f"ctxlens.passkey:{seed}:{i}").randint(10000, 99999))
+    needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
+    head = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+    ask = "What is the pass key? The pass key is"
+
+    shortest = len(_encode(tokenizer, head + needle + ask))
+    if length < shortest + 8:
+        raise CtxlensError(f"Classic passkey prompts need at least {shortest + 8} tokens here; use longer lengths.")
+
+    def build(n_bytes: int) -> str:
+        room = max(0, n_bytes - len(head) - len(needle) - len(ask))
+        filler = (_FILLER * (room // len(_FILLER) + 1))[:room]
+        cut = filler.rfind(". ", 0, round(depth * room))  # the needle goes after a whole sentence
+        cut = cut + 2 if cut >= 0 else 0
+        return head + filler[:cut] + needle + filler[cut:] + ask
+
+    return Probe(_fit(tokenizer, build, length), key, depth)
+
+
+def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: int = 0,
+           style: str = "corpus") -> list[Probe]:
+    """``n_per_depth`` probes at each depth; probe i's needle and answer depend on (seed, i) only."""
+    if style not in STYLES:
+        raise unknown("passkey style", style, STYLES)
+    make = _corpus if style == "corpus" else _classic
+    return [make(tokenizer, length, depth, seed, i) for depth in depths for i in range(n_per_depth)]
+
+
+@torch.inference_mode()
+def retrieved(lm, probe: Probe) -> bool:
+    """Greedy generation from the prompt starts with the answer."""
+    n_new = len(_encode(lm.tokenizer, probe.answer)) + 1
+    lm.check_length(probe.n_tokens + n_new)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id
+    out = lm.model.generate(probe.ids[None].to(lm.device), max_new_tokens=n_new, do_sample=False,
+                            pad_token_id=pad if pad is not None else 0)
+    return lm.tokenizer.decode(out[0, probe.n_tokens:].tolist()).strip().startswith(probe.answer)

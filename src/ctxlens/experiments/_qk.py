@@ -1,0 +1,168 @@
+"""Per-layer analyses on post-RoPE q and k, run inside one forward with a bounded working set.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Sections 4.1-4.2, needs for every layer and head the logits of chosen queries against all
+earlier keys. ``scan`` hands each requested layer's q [H, L, d] and k [KVH, L, d] to a
+callback while the forward runs (through the recorder hook of ``ctxlens.lm.attention``) and
+stops after the deepest layer, so only one layer's q/k exists at a time beyond what the
+forward itself holds. ``LayerQK.logits`` computes the logit rows of a chunk of queries,
+masked as the model masks them (causal, sliding window, SelfExtend's grouped distances): no
+L x L matrix is built; ``chunk_size`` picks how many query rows fit the working set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import attention as attn_fn
+from ctxlens.lm import selfextend as _se
+from ctxlens.lm.rope import rotary_modules
+from ctxlens.metrics.rope import rope_pair_contributions
+
+WORK_BYTES = 512 * 2**20  # working set per chunk of queries
+
+
+class _Stop(Exception):
+    pass
+
+
+def layer_window(lm, module) -> int | None:
+    """The sliding window of an attention module (keys with m - n >= window are not seen), or None."""
+    window = getattr(module, "sliding_window", None)
+    if window is None and getattr(lm.config, "layer_types", None) is None:  # mistral: every layer slides
+        window = getattr(lm.config, "sliding_window", None)
+    return int(window) if window else None
+
+
+@dataclass
+class LayerQK:
+    """One layer's post-RoPE q [H, L, d] and k [KVH, L, d] (batch element 0, float32) and how it attends."""
+
+    layer: int
+    q: torch.Tensor
+    k: torch.Tensor
+    scaling: float
+    softcap: float | None
+    window: int | None
+    selfextend: _se.SelfExtend | None
+    inv_freq: torch.Tensor
+    layout: str
+    rotary_dims: int
+    _k_grouped: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[0]
+
+    def kv_of_head(self) -> torch.Tensor:
+        """[H] index of the kv head each query head reads."""
+        return torch.arange(self.n_heads, device=self.q.device) // (self.n_heads // self.k.shape[0])
+
+    def logits(self, qpos: torch.Tensor, n_keys: int | None = None, q: torch.Tensor | None = None,
+               k: torch.Tensor | None = None) -> torch.Tensor:
+        """Unscaled logits [H, c, n] of queries at qpos [c] against keys 0..n-1 (n = max(qpos)+1),
+        -inf where the model does not attend. ``q``/``k`` replace the layer's (same shapes)."""
+        q = self.q if q is None else q
+        k = self.k if k is None else k
+        n = int(qpos.max()) + 1 if n_keys is None else n_keys
+        kpos = torch.arange(n, device=q.device)
+        qc, kc = q[:, qpos][None], k[:, :n][None]  # [1, H, c, d], [1, KVH, n, d]
+        if self.selfextend is None:
+            out = _se.scores(qc, kc)[0]
+        else:
+            kg = self._grouped_keys()[None, :, :n] if k is self.k else None
+            out = _se.selfextend_scores(qc, kc, qpos, kpos, self.selfextend, self.inv_freq, self.layout,
+                                        self.rotary_dims, kg)[0]
+        true = qpos[:, None] - kpos[None]  # [c, n]
+        hidden = true < 0
+        if self.window is not None:
+            hidden |= true >= self.window
+        return out.float().masked_fill(hidden, float("-inf"))
+
+    def _grouped_keys(self) -> torch.Tensor:
+        """[KVH, L, d] the layer's keys moved to their SelfExtend grouped positions (computed once)."""
+        if self._k_grouped is None:
+            pos = torch.arange(self.k.shape[1], device=self.k.device)
+            self._k_grouped = _se.rotate(self.k, self.selfextend.key_positions(pos) - pos, self.inv_freq,
+                                         self.layout, self.rotary_dims)
+        return self._k_grouped
+
+    def probs(self, qpos: torch.Tensor, **kw) -> torch.Tensor:
+        """Attention probabilities [H, c, n] of queries at qpos, as the model computes them."""
+        z = self.logits(qpos, **kw) * self.scaling
+        if self.softcap:
+            z = torch.tanh(z / self.softcap) * self.softcap
+        return torch.softmax(z, dim=-1)
+
+    def pair_contributions(self, qpos: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Per-pair contributions [H, c, t, n_pairs] of queries at qpos [c] with keys [H, c, t]
+        (indices), at the distance the model uses for each (query, key)."""
+        q_sel = self.q[:, qpos]  # [H, c, d]
+        k_sel = self.k[self.kv_of_head()[:, None, None], keys]  # [H, c, t, d]
+        q_use = q_sel[:, :, None]  # [H, c, 1, d]
+        if self.selfextend is not None:
+            true = qpos[None, :, None] - keys  # [H, c, t]
+            used = self.selfextend.distance(qpos[None, :, None], keys)  # [H, c, t]
+            q_use = _se.rotate(q_use.expand(*keys.shape, q_sel.shape[-1]), used - true, self.inv_freq,
+                               self.layout, self.rotary_dims)
+        pairs, _ = rope_pair_contributions(q_use, k_sel, self.layout, self.rotary_dims)
+        return pairs
+
+
+def chunk_size(n_heads: int, n_keys: int, per_row_extra: int = 0) -> int:
+    """Query rows per chunk so that [H, c, n] float logits (x4 for temporaries) fit WORK_BYTES."""
+    return max(1, WORK_BYTES // (n_heads * (16 * n_keys + per_row_extra)))
+
+
+def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], None]) -> None:
+    """One forward of ``ids`` [1, L]; ``fn`` gets each of ``layers`` as a ``LayerQK``, in order."""
+    if ids.shape[0] != 1:
+        raise CtxlensError("The RoPE analyses take one sequence at a time; pass ids of shape [1, L].")
+    lm.family.require("rope", lm.name)
+    layers = sorted(set(layers))
+    modules = {id(lm.attention(layer)): layer for layer in layers}
+    done: list[int] = []
+    se = _se.active(lm)
+    layout, rot = lm.family.rope_layout, lm.rotary_dims
+    cap_value = getattr(lm.config, "attn_logit_softcapping", None)
+
+    class Recorder:
+        def record(self, module, query, key):
+            layer = modules.get(id(module))
+            if layer is None or layer in done:
+                return
+            done.append(layer)
+            inv_freq = rotary_modules(lm.model)[0][1].inv_freq
+            fn(LayerQK(layer, query[0].float(), key[0].float(), float(module.scaling), cap_value,  # analyses in fp32
+                       layer_window(lm, module), se, inv_freq, layout, rot))
+            if len(done) == len(layers):
+                raise _Stop
+
+    lm.check_length(ids.shape[1])
+    rec = Recorder()
+    attn_fn.push(rec)
+    try:
+        with torch.inference_mode():
+            lm.base_forward(ids.to(lm.device))
+    except _Stop:
+        pass
+    finally:
+        attn_fn.pop(rec)
+    if len(done) != len(layers):
+        missing = sorted(set(layers) - set(done))
+        raise CtxlensError(f"Layers {missing} of '{lm.name}' ran no attention through ctxlens; pick attention layers.")
+
+
+def attention_layers(lm, layers: Sequence[int] | None) -> list[int]:
+    """``layers`` checked against the model's attention layers (None: all of them)."""
+    have = lm.attention_layers()
+    if not layers:
+        return have
+    bad = [layer for layer in layers if layer not in have]
+    if bad:
+        raise CtxlensError(f"Layers {bad} of '{lm.name}' have no attention; pick from {have}.")
+    return list(layers)

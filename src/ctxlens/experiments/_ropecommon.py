@@ -1,0 +1,56 @@
+"""Options and inputs shared by the RoPE experiments of seed 003.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension") samples
+a handful of inputs (17 in the paper) and analyses them at lengths below and beyond the
+training length, with and without an extrapolation transform (Section 4.2.2). Every RoPE
+experiment's unit is one (transform, length) and aggregates its inputs, since the per-head
+statistics pool pairs across inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.sources import open_source, token_windows
+from ctxlens.experiments._extrapolation import parse_transform, train_length
+from ctxlens.experiments.base import positive
+
+
+def validate(config) -> None:
+    """Checks every RoPE experiment's Config shares (lengths, samples, transforms, layers)."""
+    positive("lengths", config.lengths)
+    positive("n_samples", config.n_samples)
+    if not config.transforms:
+        raise CtxlensError("Option 'transforms' is empty; pass at least one, e.g. --transforms none,yarn:4.")
+    for spec in config.transforms:
+        parse_transform(spec)
+    if config.train_length is not None:
+        positive("train_length", config.train_length)
+    if any(layer < 0 for layer in config.layers):
+        raise CtxlensError("Option 'layers' must list layer indices from 0; pass e.g. --layers 0,3.")
+
+
+def units(config) -> list[dict]:
+    """One unit per (transform, length)."""
+    return [{"transform": t, "length": length, "seed": config.seed} for t in config.transforms for length in config.lengths]
+
+
+def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: int | None = None) -> torch.Tensor:
+    """[n, length] token ids from ``config.source`` (cached per length, n and seed)."""
+    n = config.n_samples if n is None else n
+    seed = config.seed if seed is None else seed
+    key = ("windows", config.source, length, n, seed)
+    if key not in cache:
+        lm.check_length(length)
+        source = open_source(config.source, text_field=config.text_field)
+        if source.is_text:
+            lm.require_tokenizer(f"text source '{config.source}'")
+        cache[key] = token_windows(source, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
+    return cache[key]
+
+
+def coordinates(lm, config, unit: dict) -> dict:
+    """Columns every row of a unit carries: training length and whether the unit is beyond it."""
+    trained = train_length(lm, config.train_length)
+    return {"train_length": trained, "beyond_train": unit["length"] > trained}

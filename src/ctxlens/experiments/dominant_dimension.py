@@ -1,0 +1,73 @@
+"""``dominant-dimension``: dominant RoPE dimension vs relative distance per head, below and beyond the training length.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Sections 4.2.1-4.2.2, Figure 3 and Appendix A.1-A.3: for each query its top-k keys by
+attention score (100 in the paper); for each (query, key) pair the dominant dimension
+(equations 13-15) and the relative distance; dominant dimensions sharing a distance averaged
+over all inputs; per head Spearman's rho (with p-value) between distance and dominant
+dimension. Lengths below and beyond the training length, and transforms (``yarn:4``,
+``selfextend:4:128``, ...), show the change past the pre-training length the paper reports.
+
+Rows: ``kind="correlation"`` one per (layer, head) with rho, p_value; ``kind="curve"`` one per
+(layer, head, distance bin) with the mean dominant dimension ("dim" axis of the paper's plot).
+Logit rows are computed from captured q/k in chunks of queries: memory stays at the forward's
+plus a bounded working set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.experiments import _ropecommon as common
+from ctxlens.experiments._dominant import DistanceSums, accumulate, correlation_rows, curve_rows
+from ctxlens.experiments._extrapolation import applied, train_length
+from ctxlens.experiments._qk import attention_layers
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config:
+    source: str = "builtin"  # text source spec, or "random" token ids
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024])
+    n_samples: int = 4  # inputs per length (the paper uses 17)
+    top_k: int = 100  # attended keys per query
+    n_queries: int = 0  # queries per input, evenly spaced; 0: every token
+    n_bins: int = 32  # distance bins of the curve rows
+    transforms: list[str] = field(default_factory=lambda: ["none"])
+    layers: list[int] = field(default_factory=list)  # empty: every attention layer
+    train_length: int | None = None  # default: from the model (zoo record or config)
+    seed: int = 0
+    text_field: str = "text"
+
+    def validate(self) -> None:
+        common.validate(self)
+        positive("top_k", self.top_k)
+        positive("n_bins", self.n_bins)
+        if self.n_queries < 0:
+            positive("n_queries", self.n_queries)
+
+
+def plan(config: Config) -> list[dict]:
+    return common.units(config)
+
+
+def measure(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
+    """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs."""
+    layers = attention_layers(lm, config.layers)
+    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
+        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device)
+        for sample in range(len(ids)):
+            accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
+    return sums
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    sums = measure(lm, config, unit, cache)
+    extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k, "n_dims": lm.rotary_dims // 2}
+    return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]
+            + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])
+
+
+register(Experiment("dominant-dimension", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))

@@ -1,0 +1,148 @@
+"""``rope-dim-ablation``: zero chosen RoPE frequency pairs in q and k; loss and attention change around the training length.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Section 4.2.3, Figure 4: removing dimensions of the rotary encoding changes little within
+the pre-training length and removes the abrupt change beyond it. An ablation names pairs:
+``high:K`` the K highest pair indices (lowest frequencies, the paper's "higher dimensions"),
+``low:K`` the K lowest, ``pairs:A-B`` an inclusive range; K may be a percentage (``high:25%``).
+
+Measures per (transform, ablation, length):
+- ``loss``: mean next-token loss with and without the pairs zeroed in every ablated layer;
+- ``attention``: per (layer, head), mean total-variation distance between a query's attention
+  row with and without the pairs, both from the same captured q/k (the direct effect on that
+  layer), chunked over queries;
+- ``dominant``: dominant dimension vs distance of the ablated model (removed pairs left out of
+  the softmax): correlation and curve rows as in ``dominant-dimension``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments import _ropecommon as common
+from ctxlens.experiments._dominant import DistanceSums, accumulate, correlation_rows, curve_rows
+from ctxlens.experiments._extrapolation import applied, train_length
+from ctxlens.experiments._qk import LayerQK, attention_layers, chunk_size, scan
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
+
+MEASURES = ("loss", "attention", "dominant")
+_SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
+
+
+@dataclass
+class Config:
+    source: str = "builtin"
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024])
+    n_samples: int = 2
+    ablations: list[str] = field(default_factory=lambda: ["high:25%", "low:25%"])
+    measures: list[str] = field(default_factory=lambda: list(MEASURES))
+    n_queries: int = 64  # queries per input for attention and dominant measures, evenly spaced; 0: all
+    top_k: int = 100
+    n_bins: int = 32
+    transforms: list[str] = field(default_factory=lambda: ["none"])
+    layers: list[int] = field(default_factory=list)  # ablated and measured layers; empty: every attention layer
+    train_length: int | None = None
+    seed: int = 0
+    text_field: str = "text"
+
+    def validate(self) -> None:
+        common.validate(self)
+        positive("top_k", self.top_k)
+        positive("n_bins", self.n_bins)
+        if self.n_queries < 0:
+            positive("n_queries", self.n_queries)
+        for spec in self.ablations:
+            _parse(spec)
+        bad = [m for m in self.measures if m not in MEASURES]
+        if bad or not self.measures:
+            raise CtxlensError(f"Option 'measures' must list some of {', '.join(MEASURES)}, got {self.measures}.")
+        if not self.ablations:
+            raise CtxlensError("Option 'ablations' is empty; pass e.g. --ablations high:25%,low:25%.")
+
+
+def _parse(spec: str) -> re.Match:
+    m = _SPEC.match(spec.strip())
+    if m is None:
+        raise CtxlensError(f"Ablation '{spec}' is not understood; write high:K, low:K, high:K% or pairs:A-B.")
+    return m
+
+
+def pairs_of(spec: str, n_pairs: int) -> list[int]:
+    """The pair indices an ablation spec names, for a model with ``n_pairs`` frequency pairs."""
+    m = _parse(spec)
+    if m.group(1):
+        k = int(m.group(2))
+        k = max(1, round(k * n_pairs / 100)) if m.group(3) else k
+        chosen = list(range(k)) if m.group(1) == "low" else list(range(n_pairs - k, n_pairs))
+    else:
+        chosen = list(range(int(m.group(4)), int(m.group(5)) + 1))
+    if not chosen or chosen[0] < 0 or chosen[-1] >= n_pairs or len(chosen) >= n_pairs:
+        raise CtxlensError(f"Ablation '{spec}' names pairs outside 0..{n_pairs - 1} or all of them; pick fewer pairs.")
+    return chosen
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"transform": t, "ablation": a, "length": length, "seed": config.seed}
+            for t in config.transforms for a in config.ablations for length in config.lengths]
+
+
+def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> dict:
+    base = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
+    with ablate_pairs(lm, pairs, layers):
+        ablated = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
+    return {"kind": "loss", "nll_base": float(base), "nll_ablated": float(ablated), "delta": float(ablated - base)}
+
+
+def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], n_queries: int) -> list[dict]:
+    tv = torch.zeros(len(layers), lm.n_heads, dtype=torch.float64)
+    n = torch.zeros(len(layers), dtype=torch.long)
+    length = ids.shape[1]
+    qpos_all = torch.arange(length) if not n_queries or n_queries >= length else \
+        torch.linspace(0, length - 1, n_queries).round().long().unique()
+    edit = zero_pairs_edit(pairs, lm.family.rope_layout, lm.rotary_dims)
+
+    def per_layer(view: LayerQK) -> None:
+        q_ab, k_ab = edit(view.q, view.k)
+        step = max(1, chunk_size(view.n_heads, length) // 2)
+        for s in range(0, len(qpos_all), step):
+            qpos = qpos_all[s:s + step].to(view.q.device)
+            n_keys = int(qpos.max()) + 1
+            diff = view.probs(qpos, n_keys=n_keys) - view.probs(qpos, n_keys=n_keys, q=q_ab, k=k_ab)  # [H, c, n]
+            li = layers.index(view.layer)
+            tv[li] += 0.5 * diff.abs().sum(-1).sum(-1).double().cpu()
+            n[li] += len(qpos)
+
+    for i in range(len(ids)):
+        scan(lm, ids[i:i + 1], layers, per_layer)
+    return [{"kind": "attention", "layer": layer, "head": h, "tv": float(tv[li, h] / n[li]), "n_queries": int(n[li])}
+            for li, layer in enumerate(layers) for h in range(lm.n_heads)]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    layers = attention_layers(lm, config.layers)
+    pairs = pairs_of(unit["ablation"], lm.rotary_dims // 2)
+    rows = []
+    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
+        if "loss" in config.measures:
+            rows.append(_loss_row(lm, ids, pairs, layers))
+        if "attention" in config.measures:
+            rows += _attention_rows(lm, ids, pairs, layers, config.n_queries)
+        if "dominant" in config.measures:
+            sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device)
+            with ablate_pairs(lm, pairs, layers):
+                for i in range(len(ids)):
+                    accumulate(lm, ids[i:i + 1], layers, sums, config.top_k, config.n_queries, pairs)
+            rows += [{"kind": "correlation", **r} for r in correlation_rows(sums)]
+            rows += [{"kind": "curve", **r} for r in curve_rows(sums, config.n_bins)]
+    extra = {**common.coordinates(lm, config, unit), "pairs": pairs, "n_dims": lm.rotary_dims // 2}
+    return [{**row, **extra} for row in rows]
+
+
+register(Experiment("rope-dim-ablation", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))

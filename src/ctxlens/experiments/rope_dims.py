@@ -1,0 +1,82 @@
+"""``rope-dims``: how often each RoPE frequency pair is among the top-k contributors, per layer and head.
+
+Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+Section 4.1, Figure 1: for sampled query-key pairs (query at m, key at n <= m, uniform over
+such pairs) of every input, layer and head, the per-pair contributions to the logit
+(Section 3) and the top 5 pairs; the rows give each pair's count and share of the top-k slots
+per (layer, head). Pair ("dim") 0 is the highest frequency; the paper's "higher dimensions"
+are the high indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.experiments import _ropecommon as common
+from ctxlens.experiments._extrapolation import applied, train_length
+from ctxlens.experiments._qk import LayerQK, attention_layers, scan
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+from ctxlens.metrics.rope import top_pair_counts
+
+
+@dataclass
+class Config:
+    source: str = "builtin"  # text source spec, or "random" token ids
+    lengths: list[int] = field(default_factory=lambda: [512])
+    n_samples: int = 4  # inputs per length (the paper uses 17)
+    n_pairs: int = 1000  # query-key pairs sampled per input and layer (shared by its heads)
+    top_k: int = 5
+    transforms: list[str] = field(default_factory=lambda: ["none"])
+    layers: list[int] = field(default_factory=list)  # empty: every attention layer
+    train_length: int | None = None  # default: from the model (zoo record or config)
+    seed: int = 0
+    text_field: str = "text"
+
+    def validate(self) -> None:
+        common.validate(self)
+        positive("n_pairs", self.n_pairs)
+        positive("top_k", self.top_k)
+
+
+def plan(config: Config) -> list[dict]:
+    return common.units(config)
+
+
+def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m [n], k [n]) uniform over the causal pairs k <= m < length: m drawn with weight m + 1."""
+    m = torch.multinomial(torch.arange(1, length + 1, dtype=torch.float), n, replacement=True, generator=generator)
+    k = (torch.rand(n, generator=generator) * (m + 1)).long().clamp(max=m)
+    return m, k
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    length = unit["length"]
+    layers = attention_layers(lm, config.layers)
+    n_pairs_rot = lm.rotary_dims // 2
+    top_k = min(config.top_k, n_pairs_rot)
+    counts = torch.zeros(len(layers), lm.n_heads, n_pairs_rot, dtype=torch.long)
+    g = torch.Generator().manual_seed(config.seed)
+    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        ids = common.windows(lm, config, length, cache)  # [n_samples, length]
+        for sample in range(len(ids)):
+            m, n = sample_pairs(length, config.n_pairs, g)
+
+            def per_layer(view: LayerQK, m=m, n=n) -> None:
+                keys = n.to(view.q.device)[None, :, None].expand(view.n_heads, -1, 1)  # [H, n_pairs, 1]
+                pairs = view.pair_contributions(m.to(view.q.device), keys)[:, :, 0]  # [H, n_pairs, P]
+                counts[layers.index(view.layer)] += top_pair_counts(pairs, top_k).cpu()
+
+            scan(lm, ids[sample:sample + 1], layers, per_layer)
+    extra = common.coordinates(lm, config, unit)
+    total = len(ids) * config.n_pairs * top_k
+    return [
+        {"layer": layer, "head": h, "dim": d, "count": int(counts[li, h, d]), "share": float(counts[li, h, d]) / total,
+         "top_k": top_k, "n_query_key_pairs": len(ids) * config.n_pairs, "n_dims": n_pairs_rot, **extra}
+        for li, layer in enumerate(layers) for h in range(lm.n_heads) for d in range(n_pairs_rot)
+    ]
+
+
+register(Experiment("rope-dims", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))
