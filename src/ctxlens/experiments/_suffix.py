@@ -1,0 +1,285 @@
+"""Shared machinery of the seed 000 experiments: prefix/suffix windows, suffix-only captures,
+ACCS over perturbation conditions, suffix losses.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"),
+Sections 2-3: a sequence is a long prefix x_1..x_T followed by a short suffix y_1..y_N; only the
+representations of suffix tokens are measured (at m positions per sequence), on the residual
+stream after the context-mixing sublayer (or the block output), under the original and the
+perturbed prefix. The suffix tokens are the same in every condition of a run: windows are cut
+once at the longest length the run asks for (``cut_length`` in the rows) and cropped on the
+left for shorter ones, so every length and every perturbation scores the same suffix tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.sources import open_source, token_windows
+from ctxlens.experiments._perturb import Shuffle
+from ctxlens.experiments.base import positive
+from ctxlens.lm import losses as _losses
+from ctxlens.metrics.geometry import AccsAccumulator
+
+STREAMS = ("residual", "block")
+
+
+@dataclass
+class SuffixOptions:
+    """Options every seed 000 experiment shares (the paper's controls)."""
+
+    source: str = "builtin:test"  # text source spec, or "random" token ids
+    text_field: str = "text"
+    n_sequences: int = 16  # sequences (windows) per length
+    suffix_len: int = 32  # N: suffix tokens, the same tokens in every condition
+    suffix_positions: int = 0  # m: measured positions per sequence, evenly spread; 0 = all N
+    batch_size: int = 4  # sequences per forward
+    seed: int = 0  # windows of the random source and every perturbation
+
+    def validate(self) -> None:
+        positive("n_sequences", self.n_sequences)
+        positive("suffix_len", self.suffix_len)
+        positive("batch_size", self.batch_size)
+        if not 0 <= self.suffix_positions <= self.suffix_len:
+            raise CtxlensError(
+                f"suffix_positions must lie in [0, suffix_len={self.suffix_len}], got {self.suffix_positions}; "
+                "pass 0 to measure every suffix token."
+            )
+
+    def check_lengths(self, lengths: Sequence[int], name: str = "lengths") -> None:
+        positive(name, list(lengths))
+        short = [n for n in lengths if n <= self.suffix_len + 1]
+        if short:
+            raise CtxlensError(
+                f"Option '{name}' has {short}, too short for a prefix before the {self.suffix_len}-token suffix; "
+                "use lengths well above suffix_len."
+            )
+
+
+@dataclass
+class GeometryOptions(SuffixOptions):
+    """Shared options of the experiments that capture suffix representations."""
+
+    streams: list[str] = field(default_factory=lambda: ["residual"])  # residual (after mixer) | block
+    condition_number: bool = False  # also the covariance condition number (Appendix A); O(d^2) memory
+
+    def validate(self) -> None:
+        super().validate()
+        bad = [s for s in self.streams if s not in STREAMS]
+        if bad or not self.streams:
+            raise CtxlensError(
+                f"streams must be a non-empty list of {', '.join(STREAMS)}, got {self.streams}; fix --streams."
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Windows and positions
+# --------------------------------------------------------------------------------------
+
+
+def source_windows(lm, options: SuffixOptions, length: int, cache: dict) -> torch.Tensor:
+    """[n_sequences, length]: the last ``length`` tokens of fixed windows of the source's
+    longest needed length (``cache["max_length"]``), so suffixes agree across lengths."""
+    longest = max(length, cache.get("max_length", length))
+    key = ("windows", options.source, options.text_field, options.seed, options.n_sequences, longest)
+    if key not in cache:
+        source = open_source(options.source, text_field=options.text_field)
+        if source.is_text:
+            lm.require_tokenizer(f"text source '{options.source}'")
+        cache[key] = token_windows(source, lm.tokenizer, longest, options.n_sequences, seed=options.seed,
+                                   vocab_size=lm.vocab_size)  # [n, longest]
+    return cache[key][:, longest - length:]
+
+
+def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
+    """The m measured positions (absolute indices) among the last ``suffix_len``, evenly spread."""
+    first = length - suffix_len
+    if m in (0, suffix_len):
+        return list(range(first, length))
+    step = suffix_len / m
+    return [first + int(math.floor(i * step + step / 2)) for i in range(m)]
+
+
+def resolve_layers(lm, layers: Sequence[int] | None) -> list[int]:
+    """Absolute, sorted, unique layer indices; None = every layer; negatives count from the end."""
+    if layers is None:
+        return list(range(lm.n_layers))
+    out = []
+    for layer in layers:
+        absolute = layer + lm.n_layers if layer < 0 else layer
+        if not 0 <= absolute < lm.n_layers:
+            raise CtxlensError(
+                f"Layer {layer} does not exist in '{lm.name}' ({lm.n_layers} layers); pick layers in "
+                f"[{-lm.n_layers}, {lm.n_layers - 1}]."
+            )
+        out.append(absolute)
+    return sorted(set(out))
+
+
+def token_range(lm) -> tuple[int, int]:
+    """[low, high) of ordinary token ids for synthetic sequences: the tokenizer's ids (or the
+    embedding rows) minus special tokens sitting at either end of the range."""
+    high = min(lm.vocab_size, len(lm.tokenizer)) if lm.tokenizer is not None else lm.vocab_size
+    special = set(getattr(lm.tokenizer, "all_special_ids", []) or [])
+    low = 0
+    while high - 1 in special and high - 1 > low:
+        high -= 1
+    while low in special and low < high - 1:
+        low += 1
+    return low, high
+
+
+# --------------------------------------------------------------------------------------
+# Suffix representations and ACCS
+# --------------------------------------------------------------------------------------
+
+
+def suffix_states(lm, ids: torch.Tensor, positions: list[int], layers: list[int],
+                  streams: Sequence[str]) -> dict[tuple[str, int], torch.Tensor]:
+    """{(stream, layer): [B * m, d]} for ids [B, L]: one forward that keeps only the suffix."""
+    cap = lm.capture(ids, residual=layers if "residual" in streams else None,
+                     block=layers if "block" in streams else None, positions=positions)
+    out = {}
+    for stream in streams:
+        got = cap.residual if stream == "residual" else cap.block
+        for layer in layers:
+            x = got[layer]  # [B, m, d]
+            out[(stream, layer)] = x.reshape(-1, x.shape[-1])
+    return out
+
+
+class Guarded:
+    """Wraps an accumulator: the first error (non-finite or zero vectors) becomes the ``flag``
+    of its rows instead of aborting the whole unit, so the unit's other rows are kept."""
+
+    def __init__(self, acc):
+        self.acc, self.flag = acc, None
+
+    def update(self, *tensors) -> None:
+        if self.flag is None:
+            try:
+                self.acc.update(*tensors)
+            except CtxlensError as err:
+                self.flag = str(err)
+
+    def result(self) -> dict:
+        if self.flag is not None:
+            return {"flag": self.flag}
+        try:
+            return {**self.acc.result(), "flag": None}
+        except CtxlensError as err:
+            return {"flag": str(err)}
+
+
+def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
+                 streams: Sequence[str], positions: list[int], batch_size: int, seed: int,
+                 covariance: bool = False) -> dict[tuple[int, str, int], dict]:
+    """ACCS of suffix representations for each perturbation in ``shuffles``.
+
+    windows [n, L]: original sequences (row i is sample i: its perturbation seed). For each batch,
+    the original is run once and each perturbation once; only one batch of states is alive.
+    Returns {(shuffle index, stream, layer): geometry dict with "flag"}.
+    """
+    accs = {(c, s, layer): Guarded(AccsAccumulator(covariance))
+            for c in range(len(shuffles)) for s in streams for layer in layers}
+    for b0 in range(0, windows.shape[0], batch_size):
+        batch = windows[b0:b0 + batch_size]  # [B, L]
+        samples = list(range(b0, b0 + batch.shape[0]))
+        original = suffix_states(lm, batch, positions, layers, streams)
+        for c, shuffle in enumerate(shuffles):
+            perturbed_ids = shuffle.apply(batch, samples, seed)
+            same = torch.equal(perturbed_ids, batch)
+            perturbed = original if same else suffix_states(lm, perturbed_ids, positions, layers, streams)
+            for (stream, layer), h in original.items():
+                accs[(c, stream, layer)].update(h, perturbed[(stream, layer)])
+    return {key: acc.result() for key, acc in accs.items()}
+
+
+ACCS_METRICS = ("n", "self_sim", "anisotropy", "accs", "mean_dot")
+POOL_METRICS = ("n", "anisotropy", "mean_dot")
+
+
+def metric_columns(result: dict, names: Sequence[str], covariance: bool) -> dict:
+    """The metric columns of a row in a fixed order (None where missing), then ``flag``."""
+    row = {c: result.get(c) for c in (*names, *(("condition_number",) if covariance else ()))}
+    flag = result.get("flag")
+    if flag is None and covariance and result.get("condition_number") == math.inf:
+        flag = "singular covariance (fewer vectors than dimensions)"
+    return {**row, "flag": flag}
+
+
+# --------------------------------------------------------------------------------------
+# Suffix losses
+# --------------------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def suffix_hidden(lm, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
+    """Final hidden states (after the final norm) [B, end - start, d] of ids [B, L]."""
+    lm.check_length(ids.shape[1])
+    hidden = lm.base_forward(ids.to(lm.device)).last_hidden_state  # [B, L, d]
+    return hidden[:, start:end]
+
+
+def head_post(lm):
+    """The family's logit post-processing as a function of logits, or None."""
+    post = lm.family.logits_post
+    return (lambda z: post(lm.config, z)) if post else None
+
+
+@torch.inference_mode()
+def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
+    """[B, suffix_len] float32 nats of the last ``suffix_len`` tokens of ids [B, L], each given
+    everything before it (sliding-window style scoring of the suffix)."""
+    length = ids.shape[1]
+    hidden = suffix_hidden(lm, ids, length - suffix_len - 1, length - 1)  # [B, N, d]
+    targets = ids[:, length - suffix_len:].to(hidden.device)  # [B, N]
+    return _losses.nll_from_hidden(hidden, targets, lm.model.get_output_embeddings(), post=head_post(lm))
+
+
+def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
+    """{"n_tokens", "nll", "ppl", "flag"} of the last ``suffix_len`` tokens of windows [n, L]."""
+    total, count = 0.0, 0
+    for b0 in range(0, windows.shape[0], batch_size):
+        nll = suffix_nll(lm, windows[b0:b0 + batch_size], suffix_len)  # [B, N]
+        total += float(nll.double().sum())
+        count += nll.numel()
+    mean = total / count
+    if not math.isfinite(mean):
+        return {"n_tokens": count, "nll": None, "ppl": None, "flag": "non-finite loss"}
+    return {"n_tokens": count, "nll": mean, "ppl": math.exp(min(mean, 700.0)), "flag": None}
+
+
+# --------------------------------------------------------------------------------------
+# Rows
+# --------------------------------------------------------------------------------------
+
+
+def check_boundaries(name: str, values: Sequence[float]) -> None:
+    """Relative right boundaries must lie in [0, 1] (0: nothing perturbed, 1: the whole prefix)."""
+    bad = [b for b in values if not 0.0 <= b <= 1.0]
+    if bad or not values:
+        raise CtxlensError(
+            f"Option '{name}' must hold relative boundaries in [0, 1] (fractions of the prefix), got {list(values)}; "
+            "e.g. 0.5 perturbs the first half of the prefix."
+        )
+
+
+def prefix_shuffle(prefix_len: int, boundary: float, window: int = 0) -> Shuffle:
+    """Shuffle of the prefix from its start up to ``boundary`` x prefix_len (rounded)."""
+    return Shuffle(0, int(math.floor(boundary * prefix_len + 0.5)), window)
+
+
+def geometry_row(coords: dict, shuffle: Shuffle | None, stream: str, layer: int, result: dict,
+                 covariance: bool) -> dict:
+    """One tidy row: coordinates, the perturbed range, stream, layer, then the metrics."""
+    row = dict(coords)
+    if shuffle is not None:
+        row.update(perturb_start=shuffle.start, perturb_end=shuffle.end, window=shuffle.window)
+    row.update(stream=stream, layer=layer)
+    row.update(metric_columns(result, ACCS_METRICS, covariance))
+    return row

@@ -1,0 +1,56 @@
+"""``accs-layers``: self-similarity, anisotropy and ACCS per layer when the distant prefix is shuffled.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+Figure 1: windows of a text source at a given length; the first ``boundary`` fraction of the
+prefix (by default its distant half) is shuffled with a seed that depends only on the sample,
+so every model sees the same perturbed prefixes; the suffix representations on the residual
+stream after the context-mixing sublayer (``stream=residual``; ``block`` for block outputs)
+are compared with their unperturbed counterparts at every layer. ACCS is expected to fall with
+depth as representations gather more context.
+
+One unit per length; one row per (stream, layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.experiments import _suffix as sx
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config(sx.GeometryOptions):
+    lengths: list[int] = field(default_factory=lambda: [512])
+    boundary: float = 0.5  # shuffle prefix tokens [0, boundary * prefix length)
+    layers: list[int] | None = None  # None: every layer; negative indices count from the end
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_lengths(self.lengths)
+        sx.check_boundaries("boundary", [self.boundary])
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"length": length, "seed": config.seed} for length in config.lengths]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    length = unit["length"]
+    cache["max_length"] = max(config.lengths)
+    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    prefix_len = length - config.suffix_len
+    shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
+    layers = sx.resolve_layers(lm, config.layers)
+    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
+    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
+                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
+    coords = {"source": config.source, "cut_length": cache["max_length"],
+              "prefix_len": prefix_len, "suffix_len": config.suffix_len,
+              "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
+    return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
+            for stream in config.streams for layer in layers]
+
+
+register(Experiment("accs-layers", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))

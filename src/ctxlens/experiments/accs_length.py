@@ -1,0 +1,89 @@
+"""``accs-length``: ACCS vs length on periodic-regularity sequences with the whole prefix shuffled.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+5.3, Figure 5, Tables 6-7: random token sequences with one ``period_len``-token string repeated
+after every ``stride`` random tokens (``ctxlens.data.periodic``) grow more regular, hence more
+compressible, as they get longer; shuffling the whole prefix destroys that regularity. A model
+that picks up the pattern shows ACCS falling with length.
+
+Suffix tokens fixed across lengths: every sequence is cut so that a copy of its pattern starts
+exactly at the suffix, so the suffix is the first ``suffix_len`` tokens of the pattern at every
+length (the prefix ends with the random gap before that copy). Sample i uses the same pattern
+at every length. One unit per length; one row per (stream, layer), with the mean LZMA
+compression rate of the original prefixes (token ids as fixed-width integers: the sequences are
+token-level, not text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.periodic import periodic_sequence, sample_seed
+from ctxlens.experiments import _suffix as sx
+from ctxlens.experiments._perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config(sx.GeometryOptions):
+    lengths: list[int] = field(default_factory=lambda: [512, 1024, 2048, 4096])
+    period_len: int = 200  # L: tokens of the repeated string (paper: 200)
+    stride: int = 56  # k: random tokens between copies (paper: 56)
+    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_lengths(self.lengths)
+        positive("period_len", self.period_len)
+        if self.stride < 0:
+            raise CtxlensError(f"stride must be 0 or more, got {self.stride}; pass the random gap between copies.")
+        if self.suffix_len > self.period_len:
+            raise CtxlensError(
+                f"suffix_len={self.suffix_len} is longer than period_len={self.period_len}; the suffix is the start "
+                "of a pattern copy, so use a suffix no longer than the pattern."
+            )
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"length": length, "seed": config.seed} for length in config.lengths]
+
+
+def periodic_windows(n: int, length: int, suffix_len: int, *, period_len: int, stride: int, seed: int,
+                     low: int, high: int) -> torch.Tensor:
+    """[n, length] periodic sequences whose last ``suffix_len`` tokens start a pattern copy."""
+    period = period_len + stride
+    prefix_len = length - suffix_len
+    copy_start = -(-prefix_len // period) * period  # first copy start at or after prefix_len
+    rows = []
+    for i in range(n):
+        seq = periodic_sequence(copy_start + suffix_len, vocab_size=high, period_len=period_len, stride=stride,
+                                seed=sample_seed(seed, i), low=low)  # [copy_start + suffix_len]
+        rows.append(seq[copy_start - prefix_len:])
+    return torch.stack(rows)  # [n, length]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    length = unit["length"]
+    low, high = sx.token_range(lm)
+    windows = periodic_windows(config.n_sequences, length, config.suffix_len, period_len=config.period_len,
+                               stride=config.stride, seed=config.seed, low=low, high=high)
+    prefix_len = length - config.suffix_len
+    shuffle = Shuffle(0, prefix_len)
+    layers = sx.resolve_layers(lm, config.layers)
+    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
+    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
+                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
+    rate = sum(compression_rate(token_bytes(w[:prefix_len], None, high)) for w in windows)  # token-level bytes
+    coords = {"source": "periodic", "prefix_len": prefix_len, "suffix_len": config.suffix_len,
+              "positions": len(positions), "n_sequences": windows.shape[0], "boundary": 1.0,
+              "period_len": config.period_len, "stride": config.stride,
+              "compression_rate": rate / windows.shape[0]}
+    return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
+            for stream in config.streams for layer in layers]
+
+
+register(Experiment("accs-length", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))

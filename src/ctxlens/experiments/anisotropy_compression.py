@@ -1,0 +1,123 @@
+"""``anisotropy-compression``: anisotropy of suffix representations vs LZMA prefix compression rate.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+5.1, Figure 3, and Appendix D, Figure 7. Two ways of varying how compressible the prefix is:
+
+- ``perturbation=local-shuffle``: the prefix is cut into consecutive windows of ``window``
+  tokens and shuffled within each (window 1: untouched; 0: the whole prefix as one window);
+  bigger windows destroy more structure and raise the compression rate.
+- ``perturbation=none``: the unperturbed windows are split by their own prefix compression rate
+  into ``n_bins`` bins of equal count (bin 0 the most compressible), without disturbing the
+  language.
+
+The rate is LZMA-compressed bytes / raw bytes of the prefix (decoded text with a tokenizer,
+fixed-width token ids without). Anisotropy is the exact mean pairwise cosine of the suffix
+representations of each condition. One unit per length; rows per (condition, stream, layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments import _suffix as sx
+from ctxlens.experiments._perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import register
+from ctxlens.metrics.geometry import AnisotropyAccumulator
+
+
+@dataclass
+class Config(sx.GeometryOptions):
+    lengths: list[int] = field(default_factory=lambda: [512])
+    windows: list[int] = field(default_factory=lambda: [1, 4, 16, 64, 256, 0])  # 0: the whole prefix
+    n_bins: int = 4  # compression-rate bins of the unperturbed windows; 0: none
+    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_lengths(self.lengths)
+        if any(w < 0 for w in self.windows):
+            raise CtxlensError(
+                f"windows must be 0 (whole prefix) or positive sizes, got {self.windows}; fix --windows."
+            )
+        if not 0 <= self.n_bins <= self.n_sequences:
+            raise CtxlensError(
+                f"n_bins must lie in [0, n_sequences={self.n_sequences}], got {self.n_bins}; use fewer bins or "
+                "more sequences."
+            )
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"length": length, "seed": config.seed} for length in config.lengths]
+
+
+def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
+    """Bin of each rate: ranks split into ``n_bins`` groups of (near) equal size, lowest first."""
+    order = sorted(range(len(rates)), key=lambda i: (rates[i], i))
+    bins = [0] * len(rates)
+    for rank, i in enumerate(order):
+        bins[i] = rank * n_bins // len(rates)
+    return bins
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    length = unit["length"]
+    cache["max_length"] = max(config.lengths)
+    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    n, prefix_len = windows.shape[0], length - config.suffix_len
+    shuffles = [Shuffle(0, prefix_len, min(w, prefix_len) if w else 0) for w in config.windows]
+    samples = list(range(n))
+    rates = [[compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size))
+              for row in s.apply(windows, samples, config.seed)] for s in shuffles]  # [conditions][n]
+    original = [compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size)) for row in windows]
+    bins = equal_count_bins(original, config.n_bins) if config.n_bins else [None] * n
+    layers = sx.resolve_layers(lm, config.layers)
+    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
+
+    def new():
+        return sx.Guarded(AnisotropyAccumulator(config.condition_number))
+
+    by_window = {(c, s, layer): new() for c in range(len(shuffles)) for s in config.streams for layer in layers}
+    by_bin = {(b, s, layer): new() for b in range(config.n_bins) for s in config.streams for layer in layers}
+    for b0 in range(0, n, config.batch_size):
+        batch = windows[b0:b0 + config.batch_size]  # [B, length]
+        rows = list(range(b0, b0 + batch.shape[0]))
+        states = sx.suffix_states(lm, batch, positions, layers, config.streams)  # {(s, l): [B*m, d]}
+        m = len(positions)
+        for (stream, layer), x in states.items():
+            for j, i in enumerate(rows):
+                if bins[i] is not None:
+                    by_bin[(bins[i], stream, layer)].update(x[j * m:(j + 1) * m])
+        for c, shuffle in enumerate(shuffles):
+            ids = shuffle.apply(batch, rows, config.seed)
+            got = states if torch.equal(ids, batch) else sx.suffix_states(lm, ids, positions, layers, config.streams)
+            for key, x in got.items():
+                by_window[(c,) + key].update(x)
+
+    base = {"source": config.source, "cut_length": cache["max_length"],
+            "prefix_len": prefix_len, "suffix_len": config.suffix_len,
+            "positions": len(positions)}
+    out = []
+    for c, shuffle in enumerate(shuffles):
+        coords = {**base, "perturbation": "local-shuffle", "window": config.windows[c],
+                  "effective_window": shuffle.window or prefix_len, "n_sequences": n,
+                  "compression_rate": sum(rates[c]) / n}
+        out += [_row(coords, s, layer, by_window[(c, s, layer)], config) for s in config.streams for layer in layers]
+    for b in range(config.n_bins):
+        members = [original[i] for i in range(n) if bins[i] == b]
+        coords = {**base, "perturbation": "none", "bin": b, "n_bins": config.n_bins, "n_sequences": len(members),
+                  "rate_low": min(members), "rate_high": max(members),
+                  "compression_rate": sum(members) / len(members)}
+        out += [_row(coords, s, layer, by_bin[(b, s, layer)], config) for s in config.streams for layer in layers]
+    return out
+
+
+def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config) -> dict:
+    return {**coords, "stream": stream, "layer": layer,
+            **sx.metric_columns(acc.result(), sx.POOL_METRICS, config.condition_number)}
+
+
+register(Experiment("anisotropy-compression", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))

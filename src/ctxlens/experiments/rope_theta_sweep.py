@@ -1,0 +1,159 @@
+"""``rope-theta-sweep``: suffix perplexity, needle retrieval and last-layer ACCS per RoPE base theta.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+Figure 2, Table 8: the same trained weights are run under many RoPE bases theta, without
+retraining, and three views are compared per theta: suffix perplexity (intrinsic), single-needle
+retrieval accuracy at several lengths (extrinsic; the paper uses RULER S-NIAH), and ACCS of the
+last layer with the distant half of the prefix shuffled (representation level). Similar
+perplexity can come with very different retrieval and ACCS.
+
+The needle probe here is a minimal single-needle retrieval (``ctxlens.data.corpus
+.retrieval_probes``: a key-value fact at ``needle_depth`` of the prompt, asked at its end),
+scored as greedy exact match by teacher forcing; it is a stand-in until the task engine
+provides RULER's S-NIAH tasks. One unit per theta; rows carry a ``measure`` column
+(suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
+from ctxlens.experiments import _suffix as sx
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config(sx.GeometryOptions):
+    thetas: list[float] = field(default_factory=lambda: [1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6])
+    ppl_lengths: list[int] = field(default_factory=lambda: [512, 2048])
+    accs_lengths: list[int] = field(default_factory=lambda: [2048])
+    boundary: float = 0.5  # ACCS: shuffle prefix tokens [0, boundary * prefix length)
+    layers: list[int] | None = field(default_factory=lambda: [-1])  # ACCS layers (paper: the last)
+    needle_lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])  # empty: no probe
+    n_needles: int = 20
+    needle_depth: float = 0.5  # where the fact sits in the prompt: 0 = start, 1 = just before the question
+
+    def validate(self) -> None:
+        super().validate()
+        positive("thetas", self.thetas)
+        if not self.thetas:
+            raise CtxlensError("thetas is empty; pass RoPE bases to sweep, e.g. --thetas 10000,50000,500000.")
+        self.check_lengths(self.ppl_lengths, "ppl_lengths")
+        self.check_lengths(self.accs_lengths, "accs_lengths")
+        positive("needle_lengths", self.needle_lengths)
+        positive("n_needles", self.n_needles)
+        sx.check_boundaries("boundary", [self.boundary])
+        if not 0.0 <= self.needle_depth <= 1.0:
+            raise CtxlensError(
+                f"needle_depth must lie in [0, 1], got {self.needle_depth}; 0.5 puts the fact mid-prompt."
+            )
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"theta": float(theta), "seed": config.seed} for theta in config.thetas]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    if config.needle_lengths:
+        lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
+    own = cache.setdefault("own_rope", (dict(lm.config.rope_parameters), lm.extrapolate))
+    cache["max_length"] = max(config.ppl_lengths + config.accs_lengths)
+    lm.set_rope(theta=unit["theta"])
+    try:
+        rows = [{"measure": "suffix-ppl", **_ppl(lm, config, length, cache)} for length in config.ppl_lengths]
+        rows += [{"measure": "needle", **needle_accuracy(lm, length, config, cache)}
+                 for length in config.needle_lengths]
+        for length in config.accs_lengths:
+            rows += [{"measure": "accs", **row} for row in _accs(lm, config, length, cache)]
+    finally:
+        lm.set_rope(theta=own[0]["rope_theta"])
+        lm.allow_extrapolation(own[1])
+    return [{"own_theta": own[0]["rope_theta"], **row} for row in rows]
+
+
+def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
+    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    return {"length": length, "source": config.source, "cut_length": cache["max_length"],
+            "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
+            "n_sequences": windows.shape[0],
+            **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
+
+
+def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
+    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    prefix_len = length - config.suffix_len
+    shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
+    layers = sx.resolve_layers(lm, config.layers)
+    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
+    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
+                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
+    coords = {"length": length, "source": config.source, "cut_length": cache["max_length"],
+              "prefix_len": prefix_len, "suffix_len": config.suffix_len,
+              "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
+    return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
+            for stream in config.streams for layer in layers]
+
+
+# --------------------------------------------------------------------------------------
+# Minimal single-needle probe (to be replaced by the task engine's S-NIAH)
+# --------------------------------------------------------------------------------------
+
+
+def _bytes_per_token(lm, seed: int, cache: dict) -> float:
+    if "bytes_per_token" not in cache:
+        text = corpus_text(seed, 8192, split="test")
+        cache["bytes_per_token"] = len(text.encode()) / max(1, len(lm.tokenizer.encode(text, add_special_tokens=False)))
+    return cache["bytes_per_token"]
+
+
+def needle_prompts(lm, length: int, config: Config, cache: dict) -> tuple[list[list[int]], list[list[int]], int]:
+    """(prompt ids, answer ids, lost) for ``n_needles`` probes of about ``length`` tokens in all.
+
+    Each prompt is cut on the left so that prompt + answer fits in ``length`` tokens; ``lost``
+    counts probes whose fact did not survive the cut (they are scored as misses).
+    """
+    tok = lm.tokenizer
+    total_bytes = max(int(length * _bytes_per_token(lm, config.seed, cache)), MIN_PROBE_DISTANCE + 1)
+    distance = min(total_bytes, max(MIN_PROBE_DISTANCE, round((1.0 - config.needle_depth) * total_bytes)))
+    prompts, answers, lost = [], [], 0
+    for probe in retrieval_probes(config.seed, config.n_needles, distance_bytes=distance, total_bytes=total_bytes):
+        answer = tok.encode(probe.answer, add_special_tokens=False)
+        prompt = tok.encode(probe.prompt, add_special_tokens=False)[-(length - len(answer)):]
+        lost += len(tok.encode(probe.prompt[-probe.distance_bytes:], add_special_tokens=False)) > len(prompt)
+        prompts.append(prompt)
+        answers.append(answer)
+    return prompts, answers, lost
+
+
+@torch.inference_mode()
+def needle_accuracy(lm, length: int, config: Config, cache: dict) -> dict:
+    """Greedy exact-match accuracy: every answer token is the argmax given the prompt and the
+    answer tokens before it (equivalent to greedy decoding reproducing the answer)."""
+    lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
+    prompts, answers, lost = needle_prompts(lm, length, config, cache)
+    hits = 0
+    pad = lm.tokenizer.eos_token_id or 0
+    for b0 in range(0, len(prompts), config.batch_size):
+        seqs = [p + a for p, a in zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])]
+        width = max(map(len, seqs))
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])  # [B, width]; right padding is causal-safe
+        lm.check_length(width)
+        hidden = lm.base_forward(ids.to(lm.device)).last_hidden_state  # [B, width, d]
+        for row, (p, a) in enumerate(zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])):
+            at = torch.arange(len(p) - 1, len(p) - 1 + len(a), device=hidden.device)
+            logits = lm.model.get_output_embeddings()(hidden[row, at])  # [len(a), vocab]
+            post = sx.head_post(lm)
+            logits = post(logits) if post else logits
+            hits += bool((logits.argmax(-1).cpu() == torch.tensor(a)).all())
+    return {"length": length, "n": len(prompts), "needle_depth": config.needle_depth, "accuracy": hits / len(prompts),
+            "prompt_tokens": sum(map(len, prompts)) / len(prompts), "needles_lost": lost,
+            "flag": f"{lost} needle(s) cut off by the length limit" if lost else None}
+
+
+register(Experiment("rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"),
+                    doc=__doc__.splitlines()[0]))

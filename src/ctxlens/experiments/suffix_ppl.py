@@ -1,0 +1,43 @@
+"""``suffix-ppl``: perplexity of the last N tokens given a long prefix, at several lengths.
+
+Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+4 (suffix perplexity, the intrinsic metric of Figure 2 and Table 8) and Appendix C (Table 3,
+"token suffix ppl"): like sliding-window evaluation, only the last ``suffix_len`` tokens of each
+window are scored, each given everything before it. The scored suffix tokens are the same at
+every length (windows are cropped on the left), so lengths differ only in how much context
+precedes them. One unit per length, one row per length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.experiments import _suffix as sx
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config(sx.SuffixOptions):
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_lengths(self.lengths)
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"length": length, "seed": config.seed} for length in config.lengths]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    length = unit["length"]
+    cache["max_length"] = max(config.lengths)
+    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    return [{"source": config.source, "cut_length": cache["max_length"],
+             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
+             "n_sequences": windows.shape[0],
+             **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
+
+
+register(Experiment("suffix-ppl", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
