@@ -1,0 +1,175 @@
+"""``intrinsic-entropy``: spectrum, intrinsic entropy / dimension, KDE entropy of features vs CE per length.
+
+Last-token features per context length: their PCA eigen-spectrum, intrinsic entropy, intrinsic
+dimension and KDE entropy, and the cross-entropy (CE) fitted linearly against each of them.
+
+Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 and Figures 1, 3
+(PCA of last-token features over many samples per context length; intrinsic entropy
+S_n = sum of the first n log relative eigenvalues; CE linear in S_n), Appendix J.2 and Figure 15
+(intrinsic dimension at thresholds 0.002 .. 0.25; CE linear in it), Appendix C.2 and Figure 10
+(Gaussian-KDE entropy), Appendix G and Figure 13 (the same on other architectures).
+
+Every sample is a window of ``max(lengths) + 1`` tokens. At length l the model reads its tokens
+``max - l .. max - 1`` (a fresh window, nothing earlier visible): the feature is the last
+position's hidden state and CE is the loss of the sample's last token, the same token at every
+length. The feature is the final hidden state after the model's final norm (what the LM head
+reads; ``layer`` unset), or the output of block ``layer`` (before any final norm); rows say which
+(``layer``, ``after_final_norm``). Covariances stream in float64 (``CovarianceAccumulator``); the
+KDE uses the first ``kde_samples`` features.
+
+Units: one per length, writing ``stage="measure"`` rows, one per quantity: ``ce`` (mean nats, with
+its standard error), ``intrinsic_entropy`` per ``n_eig``, ``intrinsic_dimension`` per
+``threshold``, ``kde_entropy`` (with the components kept and the bandwidth) and
+``relative_eigenvalue`` per ``index`` (1-based, at most ``eigen_rows`` of them). A last
+``stage="fit"`` unit fits CE linearly against each of those measures across lengths and writes
+slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and ``n_eig`` or
+``threshold``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.loss_vs_length import iter_last_states, next_token_nll, samples, with_bos
+from ctxlens.experiments.registry import register
+from ctxlens.metrics.fits import fit_linear
+from ctxlens.metrics.spectrum import (
+    CovarianceAccumulator,
+    eigen_spectrum,
+    intrinsic_dimension,
+    intrinsic_entropy,
+    kde_entropy,
+)
+
+
+@dataclass
+class Config:
+    source: str = "builtin"  # text source spec, or "random" token ids
+    lengths: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512])
+    n_samples: int = 512  # the paper uses >= 10000
+    layer: int | None = None  # None: final hidden state after the final norm; an int: that block's output
+    entropy_n: list[int] = field(default_factory=lambda: [8, 16, 32, 64])  # eigenvalues summed
+    thresholds: list[float] = field(default_factory=lambda: [0.002, 0.01, 0.05, 0.25])  # Appendix J.2's range
+    kde: bool = True
+    kde_samples: int = 2048  # features kept for the KDE (the spectrum uses every sample)
+    kde_components: int | None = None  # None: every component with relative eigenvalue >= 1e-8
+    eigen_rows: int = 4096  # relative-eigenvalue rows written per length
+    batch_tokens: int = 1 << 16
+    bos: bool = False
+    seed: int = 0
+    text_field: str = "text"
+
+    def validate(self) -> None:
+        positive("lengths", self.lengths)
+        positive("entropy_n", self.entropy_n)
+        positive("thresholds", self.thresholds)
+        for name in ("kde_samples", "batch_tokens"):
+            positive(name, getattr(self, name))
+        if self.n_samples < 2:
+            raise CtxlensError(f"Option 'n_samples' must be at least 2 for a covariance (got {self.n_samples}).")
+        if any(t > 1 for t in self.thresholds):
+            raise CtxlensError(
+                f"Option 'thresholds' holds relative eigenvalues, so each must be <= 1 (got {self.thresholds})."
+            )
+        if len(set(self.lengths)) != len(self.lengths):
+            raise CtxlensError(f"Option 'lengths' repeats a value ({self.lengths}); list each length once.")
+
+
+def plan(config: Config) -> list[dict]:
+    units = [{"stage": "measure", "source": config.source, "length": n} for n in sorted(config.lengths)]
+    return units + [{"stage": "fit", "source": config.source}]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    site = _site(lm, config)
+    if unit["stage"] == "fit":
+        per_length = [_measure(lm, config, n, cache) for n in sorted(config.lengths)]
+        return [{**site, **r} for r in _fit_rows(per_length)]
+    m = _measure(lm, config, unit["length"], cache)
+    rows = [{"quantity": "ce", "value": m["ce"], "stderr": m["ce_stderr"]}]
+    rows += [{"quantity": "intrinsic_entropy", "n_eig": k, "value": v, "flag": f}
+             for k, (v, f) in m["entropy"].items()]
+    rows += [{"quantity": "intrinsic_dimension", "threshold": t, "value": v} for t, v in m["dimension"].items()]
+    if m["kde"] is not None:
+        k = m["kde"]
+        rows.append({"quantity": "kde_entropy", "value": k.entropy, "n_components": k.n_components,
+                     "bandwidth": k.bandwidth, "n_kde": k.n_samples})
+    rows += [{"quantity": "relative_eigenvalue", "index": i + 1, "value": float(v)}
+             for i, v in enumerate(m["relative"][: config.eigen_rows])]
+    return [{**site, "n_samples": m["n_samples"], "dim": m["dim"], **r} for r in rows]
+
+
+def _site(lm, config: Config) -> dict:
+    if config.layer is None:
+        return {"layer": lm.n_layers - 1, "after_final_norm": True}
+    layer = config.layer + lm.n_layers if config.layer < 0 else config.layer
+    if not 0 <= layer < lm.n_layers:
+        raise CtxlensError(f"Layer {config.layer} does not exist; '{lm.name}' has layers 0..{lm.n_layers - 1}.")
+    return {"layer": layer, "after_final_norm": False}
+
+
+# ------------------------------------------------------------------------------- measurement
+def _measure(lm, config: Config, length: int, cache: dict) -> dict:
+    """Every statistic of one length (memoised in ``cache``)."""
+    key = ("intrinsic-entropy", length)
+    if key in cache:
+        return cache[key]
+    max_len = max(config.lengths)
+    ids = samples(lm, config, max_len + 1, cache)  # [n, max_len + 1]
+    windows, targets = ids[:, max_len - length : max_len], ids[:, max_len]  # [n, length], [n]
+    windows = with_bos(lm, windows) if config.bos else windows
+    lm.check_length(windows.shape[1])
+    layer = _site(lm, config)["layer"] if config.layer is not None else None
+    acc, kept, nll, start = CovarianceAccumulator(), [], [], 0
+    for final, block in iter_last_states(lm, windows, config.batch_tokens, layer=layer):
+        feature = final if block is None else block  # [b, d]
+        acc.update(feature)
+        if config.kde and start < config.kde_samples:
+            kept.append(feature.float().cpu())
+        nll.append(next_token_nll(lm, final, targets[start : start + len(final)]).cpu())
+        start += len(final)
+    nll = torch.cat(nll).double()  # [n]
+    spec = eigen_spectrum(acc)
+    entropy = {}
+    for k in config.entropy_n:
+        if k <= spec.rank:
+            entropy[k] = (intrinsic_entropy(spec, k), None)
+        else:
+            entropy[k] = (None, f"the features span only {spec.rank} directions ({spec.n_samples} samples)")
+    kde = None
+    if config.kde:
+        feats = torch.cat(kept)[: config.kde_samples]
+        kde = kde_entropy(feats, n_components=(min(config.kde_components, feats.shape[0] - 1)
+                                               if config.kde_components else None))
+    cache[key] = {
+        "ce": float(nll.mean()), "ce_stderr": float(nll.std() / math.sqrt(len(nll))) if len(nll) > 1 else None,
+        "entropy": entropy, "dimension": dict(zip(config.thresholds, intrinsic_dimension(spec, config.thresholds))),
+        "kde": kde, "relative": spec.relative.tolist(), "n_samples": spec.n_samples, "dim": spec.dim,
+    }
+    return cache[key]
+
+
+def _fit_rows(per_length: list[dict]) -> list[dict]:
+    """CE against each measure across lengths: linear fits, one row per fit quantity."""
+    ce = [m["ce"] for m in per_length]
+    series: list[tuple[dict, list]] = []
+    for k in per_length[0]["entropy"]:
+        series.append(({"x": "intrinsic_entropy", "n_eig": k}, [m["entropy"][k][0] for m in per_length]))
+    for t in per_length[0]["dimension"]:
+        series.append(({"x": "intrinsic_dimension", "threshold": t}, [m["dimension"][t] for m in per_length]))
+    if per_length[0]["kde"] is not None:
+        series.append(({"x": "kde_entropy"}, [m["kde"].entropy for m in per_length]))
+    rows = []
+    for coords, xs in series:
+        pts = [(x, y) for x, y in zip(xs, ce) if x is not None and y is not None and math.isfinite(y)]
+        fit = fit_linear([x for x, _ in pts], [y for _, y in pts])
+        rows += [{**coords, **r} for r in fit.rows()]
+    return rows
+
+
+register(Experiment("intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))

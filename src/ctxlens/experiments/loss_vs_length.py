@@ -1,0 +1,166 @@
+"""``loss-vs-length``: next-token cross-entropy with exactly l tokens visible, and its power-law fit.
+
+Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 2.2.2 (Eq. 3, Figure 2)
+and Appendix E (Figure 11): the Bayes risk at context length l is approximated by a trained LM's
+cross-entropy with l visible tokens, and fitted with CE(l) = C0 + C / l^gamma.
+
+The same token positions are scored at every l, so the curve reflects visible context alone.
+Each sample is a window of ``max(lengths) + n_scored`` tokens whose last ``n_scored`` tokens are
+the targets. For the target at index p + 1 and a length l, the model reads exactly tokens
+p - l + 1 .. p, as a fresh window of its own (so nothing earlier reaches it through attention,
+recurrent state or positions). Only each window's last hidden state goes through the LM head,
+in chunks (``ctxlens.lm.losses``): no full-vocabulary logits for every position.
+
+Units: one per length (all samples, in forwards of about ``batch_tokens`` tokens), writing one
+row per (length, sample) with ``stage="measure"`` and ``ce``, the sample's mean loss in nats over
+its scored positions; then one ``stage="fit"`` unit writing one row per quantity of the fit to the
+mean CE per length (C0, C, gamma with standard errors, r2). The fit reuses the measurements made
+in this process and recomputes them after a resume.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.sources import open_source, token_windows
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+from ctxlens.lm import losses as _losses
+from ctxlens.metrics.fits import fit_power_law
+
+
+@dataclass
+class Config:
+    source: str = "builtin"  # text source spec, or "random" token ids
+    lengths: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512])
+    n_samples: int = 8
+    n_scored: int = 32  # target positions per sample, the same at every length
+    batch_tokens: int = 1 << 16  # tokens per forward (windows are batched up to this)
+    bos: bool = False  # put the tokenizer's BOS before every window (it does not count as visible)
+    seed: int = 0
+    text_field: str = "text"
+
+    def validate(self) -> None:
+        positive("lengths", self.lengths)
+        positive("n_samples", self.n_samples)
+        positive("n_scored", self.n_scored)
+        positive("batch_tokens", self.batch_tokens)
+        if len(set(self.lengths)) != len(self.lengths):
+            raise CtxlensError(f"Option 'lengths' repeats a value ({self.lengths}); list each length once.")
+
+
+def plan(config: Config) -> list[dict]:
+    units = [{"stage": "measure", "source": config.source, "length": n} for n in sorted(config.lengths)]
+    return units + [{"stage": "fit", "source": config.source}]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    lengths = sorted(config.lengths)
+    if unit["stage"] == "fit":
+        means = [float(_measure(lm, config, n, cache).double().mean()) for n in lengths]
+        finite = [(n, m) for n, m in zip(lengths, means) if math.isfinite(m)]
+        fit = fit_power_law([n for n, _ in finite], [m for _, m in finite])
+        return fit.rows()
+    nll = _measure(lm, config, unit["length"], cache)  # [n_samples, n_scored]
+    rows = []
+    for i, per_sample in enumerate(nll):
+        ok = bool(per_sample.isfinite().all())
+        rows.append({"sample": i, "n_scored": config.n_scored, "bos": config.bos,
+                     "ce": float(per_sample.double().mean()) if ok else None,
+                     "flag": None if ok else "non-finite loss"})
+    return rows
+
+
+# ------------------------------------------------------------------------------- measurement
+def _measure(lm, config: Config, length: int, cache: dict) -> torch.Tensor:
+    """[n_samples, n_scored] nats of the scored targets with ``length`` tokens visible (memoised)."""
+    key = ("loss-vs-length", length)
+    if key not in cache:
+        ids = samples(lm, config, max(config.lengths) + config.n_scored, cache)  # [n, Lmax + K]
+        windows, targets = scored_windows(ids, length, config.n_scored, max(config.lengths))
+        windows = with_bos(lm, windows) if config.bos else windows
+        lm.check_length(windows.shape[1])
+        finals = [final for final, _ in iter_last_states(lm, windows, config.batch_tokens)]
+        nll = next_token_nll(lm, torch.cat(finals), targets)  # [n * K]
+        cache[key] = nll.view(ids.shape[0], config.n_scored).cpu()
+    return cache[key]
+
+
+def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
+    """The experiment's ``n_samples`` token windows of ``length`` ids: [n_samples, length] (memoised)."""
+    key = ("samples", config.source, config.seed, length, config.n_samples)
+    if key not in cache:
+        source = open_source(config.source, text_field=config.text_field)
+        if source.is_text:
+            lm.require_tokenizer(f"text source '{config.source}'")
+        cache[key] = token_windows(source, lm.tokenizer, length, config.n_samples, seed=config.seed,
+                                   vocab_size=lm.vocab_size)
+    return cache[key]
+
+
+def scored_windows(ids: torch.Tensor, length: int, n_scored: int, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """ids [n, max_length + n_scored] -> windows [n * n_scored, length], targets [n * n_scored].
+
+    Window k of sample i holds ids[i, max_length + k - length : max_length + k]; its target is
+    ids[i, max_length + k], so every length scores the same targets.
+    """
+    if length > max_length:
+        raise CtxlensError(f"Length {length} exceeds the samples' context of {max_length} tokens; list it in lengths.")
+    n = ids.shape[0]
+    span = ids[:, max_length - length : max_length + n_scored - 1]  # [n, length + n_scored - 1]
+    windows = span.unfold(1, length, 1)  # [n, n_scored, length]
+    return windows.reshape(n * n_scored, length), ids[:, max_length : max_length + n_scored].reshape(-1)
+
+
+def with_bos(lm, windows: torch.Tensor) -> torch.Tensor:
+    """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first."""
+    lm.require_tokenizer("the bos option")
+    bos = getattr(lm.tokenizer, "bos_token_id", None)
+    if bos is None:
+        raise CtxlensError(f"The tokenizer of '{lm.name}' has no BOS token; run with --bos false.")
+    return torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)
+
+
+@torch.inference_mode()
+def iter_last_states(lm, windows: torch.Tensor, batch_tokens: int, layer: int | None = None
+                     ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Forward windows [B, l] in batches of about ``batch_tokens`` tokens; yield per batch the
+    last position's final hidden state (after the final norm, what the LM head reads) [b, d]
+    and, when ``layer`` is given, that block's output at the last position [b, d]."""
+    rows = max(1, batch_tokens // windows.shape[1])
+    grabbed: list[torch.Tensor] = []
+    handle = None
+    if layer is not None:
+        def grab(module, args, out):
+            grabbed.append((out[0] if isinstance(out, (tuple, list)) else out)[:, -1])
+
+        handle = lm.layers[layer].register_forward_hook(grab)
+    try:
+        for s in range(0, windows.shape[0], rows):
+            batch = windows[s : s + rows].to(lm.device)
+            final = lm.base_forward(batch).last_hidden_state[:, -1]  # [b, d]
+            block = grabbed[-1] if handle is not None else None
+            grabbed.clear()
+            yield final, block
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+@torch.inference_mode()
+def next_token_nll(lm, final: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """final hidden states [B, d], targets [B] -> nats [B] (float32), through the LM head in chunks."""
+    post = lm.family.logits_post
+    nll = _losses.nll_from_hidden(
+        final[None], targets[None].to(final.device), lm.model.get_output_embeddings(),
+        post=(lambda z: post(lm.config, z)) if post else None,
+    )  # [1, B]
+    return nll[0]
+
+
+register(Experiment("loss-vs-length", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
