@@ -3,6 +3,8 @@
     ctxlens run EXPERIMENT --model SPEC [--model SPEC ...] --out DIR [--OPTION VALUE ...]
     ctxlens run --config run.yaml
     ctxlens models | experiments | demo | zoo list
+    ctxlens report RUN_DIR [RUN_DIR ...] --out report.html [--findings findings.json]
+    ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR
 
 Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
 a problem the user can fix ends in one sentence and exit status 2 (``--debug`` for a traceback).
@@ -46,6 +48,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="list supported model families and their analyses")
     sub.add_parser("experiments", help="list experiments")
+    rp = sub.add_parser("report", help="write an offline HTML report (figures + tables) of one or more runs")
+    rp.add_argument("runs", nargs="+", help="run directories (or folders of them)")
+    rp.add_argument("--out", default="report.html", help="HTML file; figures go to <name>-figures/ beside it")
+    rp.add_argument("--findings", help="JSON list of findings to open the report with")
+    rp.add_argument("--threshold", type=float, help="RULER effective-length threshold (default 85.6)")
     d = sub.add_parser("demo", help="run the demo suite on tiny models")
     d.add_argument("--out", default="ctxlens-demo")
     z = sub.add_parser("zoo", help="the built-in model zoo: list, or train NAME ...")
@@ -53,7 +60,41 @@ def _parser() -> argparse.ArgumentParser:
     z.add_argument("names", nargs="*", help="zoo models to train (default: all)")
     z.add_argument("--steps", type=int, help="training steps (default: the shared recipe's)")
     z.add_argument("--out", help="directory to write models to (default: $CTXLENS_HOME/zoo)")
+    t = sub.add_parser("tasks", help="RULER-style tasks: list them, or export generated data in RULER's JSONL layout")
+    t.add_argument("action", choices=["list", "export"])
+    t.add_argument("names", nargs="*", help="tasks to export (default: the 13 RULER tasks)")
+    t.add_argument("--tokenizer", default="byte", help="model spec whose tokenizer fits the lengths, or 'byte'")
+    t.add_argument("--lengths", default="4096", help="comma-separated lengths in tokens")
+    t.add_argument("--n", type=int, default=100, help="samples per task and length")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--template", default="auto", help="auto | plain | chat")
+    t.add_argument("--max-new-tokens", type=int, default=None, help="generation budget (default: each task's)")
+    t.add_argument("--haystack-source", default=None, help="essay corpus (file/folder) instead of the built-in one")
+    t.add_argument("--squad", default=None, help="SQuAD v2 dev JSON for qa_1")
+    t.add_argument("--hotpotqa", default=None, help="HotpotQA distractor dev JSON for qa_2")
+    t.add_argument("--out", help="directory to write <length>/data/<task>/validation.jsonl into")
     return p
+
+
+def _cmd_tasks(args) -> int:
+    from ctxlens.tasks import RULER_TASKS
+    from ctxlens.tasks.export import export_tasks, task_table
+
+    if args.action == "list":
+        print(_table(task_table()))
+        return 0
+    if not args.out:
+        raise CtxlensError("No output directory given; pass --out DIR.")
+    try:
+        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    except ValueError:
+        raise CtxlensError(f"--lengths must be comma-separated integers, got '{args.lengths}'.") from None
+    options = {k: v for k in ("haystack_source", "squad", "hotpotqa") if (v := getattr(args, k)) is not None}
+    files = export_tasks(args.names or list(RULER_TASKS), args.tokenizer, lengths, args.n, args.seed, args.out,
+                         template=args.template, budget=args.max_new_tokens, options=options)
+    for f in files:
+        print(f)
+    return 0
 
 
 def _experiment_options(extra: list[str]) -> dict:
@@ -123,7 +164,9 @@ def _cmd_run(args, extra: list[str]) -> int:
         except json.JSONDecodeError:
             raise CtxlensError("--rope-scaling must be JSON, e.g. '{\"rope_type\": \"linear\", \"factor\": 2}'.") from None
     store = run(experiment, models, out, options, model_options, progress=not args.no_progress)
-    print(f"{len(store.rows())} rows in {Path(out) / 'results.jsonl'}")
+    from ctxlens.runner.store import read_rows
+
+    print(f"{len(read_rows(out))} rows in {Path(out)} ({store.results_path.name})")
     return 0
 
 
@@ -197,6 +240,14 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_experiments()
         if args.command == "zoo":
             return _cmd_zoo(args)
+        if args.command == "tasks":
+            return _cmd_tasks(args)
+        if args.command == "report":
+            from ctxlens.report import build_report
+
+            report = build_report(args.runs, args.out, findings=args.findings, threshold=args.threshold)
+            print(f"{report.path} ({len(report.warnings)} warnings)")
+            return 0
         if args.command == "demo":
             from ctxlens.demo import demo
 

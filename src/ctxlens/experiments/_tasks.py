@@ -1,0 +1,127 @@
+"""Shared by the task experiments (ruler, niah-depth, niah-format, visible-fraction,
+position-weighted-qa): generation options, cached datasets, greedy decoding, scored rows.
+
+Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) and seed 001
+("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A) score what a model generates
+for fitted task prompts; every experiment does that the same way, here. One row per sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments.base import positive
+from ctxlens.tasks.base import Sample
+from ctxlens.tasks.backends import BACKENDS, backend_for
+from ctxlens.tasks.render import TEMPLATES
+from ctxlens.tasks.scoring import score
+
+
+@dataclass
+class TaskOptions:
+    """Options every task experiment takes (all have defaults)."""
+
+    n_samples: int = 20
+    seed: int = 0
+    template: str = "auto"  # auto | plain | chat: how prompts are rendered (ctxlens.tasks.render)
+    max_new_tokens: int = 0  # 0: each task's RULER budget; otherwise this budget for every task
+    backend: str = "transformers"  # transformers | vllm | openai
+    batch_size: int = 8
+    tensor_parallel: int = 1  # vllm only
+    api_base: str = ""  # openai only, e.g. http://localhost:8000/v1
+    api_model: str = ""  # openai only (default: the model spec)
+    haystack_source: str = "builtin"  # essay haystack: builtin, or a local text corpus (file/folder)
+    squad: str = "builtin"  # qa_1 data: builtin, or SQuAD v2 dev JSON
+    hotpotqa: str = "builtin"  # qa_2 data: builtin, or HotpotQA distractor dev JSON
+    cache: bool = True  # keep generated datasets on disk ($CTXLENS_HOME/tasks)
+    keep_predictions: bool = True  # store the generated text in each row
+
+    def validate_tasks(self) -> None:
+        positive("n_samples", self.n_samples)
+        positive("batch_size", self.batch_size)
+        if self.template not in TEMPLATES:
+            raise CtxlensError(f"Option 'template' must be one of {', '.join(TEMPLATES)}, got '{self.template}'.")
+        if self.backend not in BACKENDS:
+            raise CtxlensError(f"Option 'backend' must be one of {', '.join(BACKENDS)}, got '{self.backend}'.")
+        if self.max_new_tokens < 0:
+            raise CtxlensError("Option 'max_new_tokens' must be 0 (task default) or positive.")
+
+
+def task_options(config: TaskOptions, extra: dict | None = None) -> dict:
+    """Generator options from the config (only those that differ from the defaults)."""
+    out = {}
+    for name in ("haystack_source", "squad", "hotpotqa"):
+        if getattr(config, name) != "builtin":
+            out[name] = getattr(config, name)
+    return {**out, **(extra or {})}
+
+
+def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra: dict | None = None) -> list[Sample]:
+    """The (cached) dataset of ``task`` at ``length`` for ``lm``'s tokenizer."""
+    from ctxlens.tasks.dataset import generate
+
+    options = task_options(config, extra)
+    key = (task, length, repr(sorted(options.items())))
+    last = cache.get("samples")
+    if last is None or last[0] != key:  # keep one batch only: long prompts are large
+        lm.require_tokenizer(f"task '{task}'")
+        batch = generate(task, lm.tokenizer, length, config.n_samples, config.seed, template=config.template,
+                         budget=config.max_new_tokens or None, options=options, cache=config.cache)
+        cache["samples"] = last = (key, batch)
+    return last[1]
+
+
+def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budgets: list[int]) -> list[str]:
+    if "backend" not in cache:
+        cache["backend"] = backend_for(lm, config.backend, batch_size=config.batch_size,
+                                       tensor_parallel=config.tensor_parallel, api_base=config.api_base,
+                                       api_model=config.api_model)
+    return cache["backend"].generate(prompts, budgets)
+
+
+def visible_ids(ids: list[int], visible: int, keep: int) -> list[int]:
+    """The last ``visible`` tokens of ``ids``, keeping its first ``keep`` (BOS) tokens in front."""
+    if visible >= len(ids):
+        return list(ids)
+    head = list(ids[:keep])
+    return head + list(ids[len(ids) - max(1, visible - keep):])
+
+
+def answer_depth(sample: Sample) -> dict:
+    """Depth of the first marked piece that holds the answer (empty for cwe / fwe)."""
+    for d in sample.depths:
+        if d["answer"]:
+            return d
+    return {}
+
+
+def rows_for(lm, config: TaskOptions, cache: dict, batch: list[Sample], visible: int | None = None) -> list[dict]:
+    """Generate for every sample of ``batch`` (optionally seeing only its last ``visible`` tokens), score."""
+    bos = len(cache.setdefault("bos", _bos(lm)))
+    prompts = [s.input_ids if visible is None else
+               visible_ids(s.input_ids, visible, bos if s.template == "plain" else 0) for s in batch]
+    preds = decode(lm, config, cache, prompts, [s.budget for s in batch])
+    rows = []
+    for s, p, pred in zip(batch, prompts, preds):
+        d = answer_depth(s)
+        rows.append({
+            "sample": s.index, "sample_id": s.id, "n_tokens": s.n_tokens, "budget": s.budget,
+            "fill": round(s.fill, 5), "visible": len(p), "template": s.template,
+            "depth_percent": d.get("percent"), "depth_target": d.get("target_percent"), "depth_tokens": d.get("tokens"),
+            "to_end": (s.n_tokens - d["tokens"]) if d else None,
+            "score": score(pred, s.outputs, s.metric), "metric": s.metric, "tokenization": s.meta.get("tokenization"),
+            "pred": pred if config.keep_predictions else None, "outputs": s.outputs,
+        })
+    return rows
+
+
+def flagged(err: CtxlensError) -> list[dict]:
+    """The one row of a unit whose prompts cannot be built (e.g. the length is too short)."""
+    return [{"sample": None, "score": None, "flag": str(err)}]
+
+
+def _bos(lm) -> tuple[int, ...]:
+    from ctxlens.tasks.dataset import encoder_for
+
+    return encoder_for(lm.tokenizer).prefix

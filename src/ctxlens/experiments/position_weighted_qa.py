@@ -1,0 +1,54 @@
+"""``position-weighted-qa``: document QA whose golden paragraph sits near the end with weight gamma.
+
+Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures 8-9):
+samples of qa_1 are built at a maximum length L with the golden paragraph's distance x to the
+end of the input drawn with P(x) ∝ (1 - x/L)^gamma (gamma = 0 is RULER's uniform placement,
+larger gamma keeps it closer to the question); the model sees only the last ``ctl`` tokens, and
+the accuracy-vs-ctl curve peaks at an optimal context length that shrinks as gamma grows. One
+unit is a (gamma, fraction) batch; rows record the golden document's distance to the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+
+
+@dataclass
+class Config(TaskOptions):
+    max_length: int = 8192
+    gammas: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0, 2.0, 4.0])
+    fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    task: str = "qa_1"
+
+    def validate(self) -> None:
+        self.validate_tasks()
+        positive("max_length", self.max_length)
+        if any(g < 0 for g in self.gammas):
+            raise CtxlensError(f"Option 'gammas' must be >= 0, got {self.gammas}.")
+        if any(not 0 < f <= 1 for f in self.fractions):
+            raise CtxlensError(f"Option 'fractions' must lie in (0, 1], got {self.fractions}.")
+        if self.task not in ("qa_1", "qa_2"):
+            raise CtxlensError(f"Option 'task' must be qa_1 or qa_2, got '{self.task}'.")
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"task": config.task, "length": config.max_length, "gamma": g, "fraction": f, "seed": config.seed}
+            for g in config.gammas for f in config.fractions]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    try:
+        batch = samples(lm, config, unit["task"], unit["length"], cache, {"gamma": float(unit["gamma"])})
+    except CtxlensError as err:
+        return flagged(err)
+    # the same visible count for every sample, so that the truncated prompts batch together
+    visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))
+    return rows_for(lm, config, cache, batch, visible)
+
+
+register(Experiment("position-weighted-qa", Config, plan, run, doc=__doc__.splitlines()[0]))

@@ -1,0 +1,48 @@
+"""``ruler``: the 13 RULER tasks at several lengths, one scored row per sample.
+
+Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 1 and
+Appendix B Tables 6-18) evaluates every model on RULER's tasks at 1K-16K. One unit is a (task,
+length) batch of ``n_samples`` fitted prompts (``ctxlens.tasks``), decoded greedily and scored
+with RULER's metric. A (task, length) whose prompt cannot fit gets one row with a ``flag``.
+The report reads the rows: mean per task and length, mean over tasks per length, and RULER's
+effective length (``ctxlens.tasks.scoring.effective_length`` with ``threshold``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+from ctxlens.tasks import RULER_TASKS, get_task
+from ctxlens.tasks.scoring import THRESHOLD
+
+
+@dataclass
+class Config(TaskOptions):
+    tasks: list[str] = field(default_factory=lambda: list(RULER_TASKS))
+    lengths: list[int] = field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072])
+    threshold: float = THRESHOLD  # effective length: largest length whose mean score reaches this
+
+    def validate(self) -> None:
+        self.validate_tasks()
+        positive("lengths", self.lengths)
+        for task in self.tasks:
+            get_task(task)
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"task": task, "length": length, "seed": config.seed} for length in config.lengths for task in config.tasks]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    try:
+        batch = samples(lm, config, unit["task"], unit["length"], cache)
+    except CtxlensError as err:
+        return flagged(err)
+    return rows_for(lm, config, cache, batch)
+
+
+register(Experiment("ruler", Config, plan, run, doc=__doc__.splitlines()[0]))

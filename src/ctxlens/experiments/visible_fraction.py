@@ -1,0 +1,52 @@
+"""``visible-fraction``: accuracy when the model sees only the last part of a long task prompt.
+
+Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1
+and A.3-2) builds qa_1, fwe, cwe and vt samples at a maximum length M and lets the model see
+only the closest ``ctl`` tokens; accuracy first rises with ctl and, for most tasks, falls again,
+so an optimal context length exists. One unit is a (task, fraction) batch: the prompts fitted to
+``max_length`` keep their last ``fraction * (max_length - budget)`` tokens (plus a leading BOS). The report
+takes the optimal length per task from the rows (``ctxlens.tasks.scoring.optimal_length``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.registry import register
+from ctxlens.tasks import get_task
+
+
+@dataclass
+class Config(TaskOptions):
+    tasks: list[str] = field(default_factory=lambda: ["qa_1", "fwe", "cwe", "vt"])
+    max_length: int = 8192
+    fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+
+    def validate(self) -> None:
+        self.validate_tasks()
+        positive("max_length", self.max_length)
+        if any(not 0 < f <= 1 for f in self.fractions):
+            raise CtxlensError(f"Option 'fractions' must lie in (0, 1], got {self.fractions}.")
+        for task in self.tasks:
+            get_task(task)
+
+
+def plan(config: Config) -> list[dict]:
+    return [{"task": t, "length": config.max_length, "fraction": f, "seed": config.seed}
+            for t in config.tasks for f in config.fractions]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    try:
+        batch = samples(lm, config, unit["task"], unit["length"], cache)
+    except CtxlensError as err:
+        return flagged(err)
+    # the same visible count for every sample, so that the truncated prompts batch together
+    visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))
+    return rows_for(lm, config, cache, batch, visible)
+
+
+register(Experiment("visible-fraction", Config, plan, run, doc=__doc__.splitlines()[0]))

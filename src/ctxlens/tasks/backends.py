@@ -1,0 +1,158 @@
+"""Greedy decoding of task prompts: transformers (default), vLLM (optional), or an HTTP endpoint.
+
+Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) scores
+transformers, SSMs, RNNs and hybrids alike on what they generate. Every backend here takes
+token ids (so the model sees exactly the fitted prompt), decodes greedily up to each prompt's
+budget, stops at an end-of-sequence token, and returns only the generated text -- never the
+prompt or the answer prefix -- for scoring.
+
+* ``TransformersBackend``: ``lm.model.generate`` with its KV / recurrent cache, a fresh greedy
+  generation config (no sampling, no repetition penalty), prompts of equal length and budget
+  batched together (no padding, so SSM and hybrid models need no attention mask support);
+* ``VLLMBackend``: ``vllm.LLM`` with tensor parallelism, temperature 0; import-guarded;
+* ``OpenAIBackend``: an OpenAI-compatible ``/v1/completions`` endpoint (vLLM's server, ...),
+  sending token ids (or text), temperature 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from collections.abc import Sequence
+
+from ctxlens.core.errors import CtxlensError, unknown
+
+BACKENDS = ("transformers", "vllm", "openai")
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), tokenizer):
+        value = getattr(source, "eos_token_id", None)
+        if value is not None:
+            ids.update(value if isinstance(value, (list, tuple)) else [value])
+    return ids
+
+
+class TransformersBackend:
+    """Greedy decoding with ``lm.model.generate``; equal-length prompts share a batch."""
+
+    name = "transformers"
+
+    def __init__(self, lm, batch_size: int = 8):
+        lm.require_tokenizer("task generation")
+        if batch_size < 1:
+            raise CtxlensError(f"batch_size must be at least 1, got {batch_size}.")
+        self.lm, self.batch_size = lm, batch_size
+        self.eos = _eos_ids(lm.model, lm.tokenizer)
+
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
+        import torch
+        from transformers import GenerationConfig
+
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i, (p, b) in enumerate(zip(prompts, budgets)):
+            groups[(len(p), int(b))].append(i)
+        out: list[str] = [""] * len(prompts)
+        pad = self.lm.tokenizer.pad_token_id
+        pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
+        for (length, budget), members in groups.items():
+            self.lm.check_length(length + budget)
+            config = GenerationConfig(max_new_tokens=budget, do_sample=False, num_beams=1, pad_token_id=pad,
+                                      eos_token_id=sorted(self.eos) or None)
+            for start in range(0, len(members), self.batch_size):
+                chunk = members[start:start + self.batch_size]
+                ids = torch.tensor([list(prompts[i]) for i in chunk], dtype=torch.long, device=self.lm.device)  # [B, L]
+                with torch.inference_mode():
+                    gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                                 generation_config=config)  # [B, L + new]
+                for i, row in zip(chunk, gen[:, length:].tolist()):
+                    out[i] = self._decode(row)
+        return out
+
+    def _decode(self, new_ids: list[int]) -> str:
+        for k, t in enumerate(new_ids):
+            if t in self.eos:
+                new_ids = new_ids[:k]
+                break
+        return self.lm.tokenizer.decode(new_ids, skip_special_tokens=True)
+
+
+class VLLMBackend:
+    """Greedy decoding with vLLM (GPU; ``tensor_parallel`` GPUs per model)."""
+
+    name = "vllm"
+
+    def __init__(self, model: str, tensor_parallel: int = 1, max_model_len: int | None = None, **kwargs):
+        try:
+            import vllm
+        except ImportError:
+            raise CtxlensError(
+                "The vllm backend needs the vllm package, which is not installed; install it on a GPU machine "
+                "(pip install vllm) or use --backend transformers."
+            ) from None
+        self._vllm = vllm
+        self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel, max_model_len=max_model_len, **kwargs)
+
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
+        params = [self._vllm.SamplingParams(temperature=0.0, max_tokens=int(b), skip_special_tokens=True)
+                  for b in budgets]
+        inputs = [{"prompt_token_ids": list(p)} for p in prompts]
+        outs = self.llm.generate(inputs, params, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+
+class OpenAIBackend:
+    """Greedy completions from an OpenAI-compatible HTTP server (``POST {base_url}/completions``)."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, tokenizer=None, send: str = "ids", timeout: float = 600.0,
+                 api_key_env: str = "OPENAI_API_KEY"):
+        if send not in ("ids", "text"):
+            raise unknown("prompt encoding", send, ("ids", "text"))
+        if send == "text" and tokenizer is None:
+            raise CtxlensError("Sending text prompts needs the tokenizer to decode the fitted ids; pass one.")
+        self.url = base_url.rstrip("/") + "/completions"
+        self.model, self.tokenizer, self.send, self.timeout = model, tokenizer, send, timeout
+        self.key = os.environ.get(api_key_env, "")
+
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
+        return [self._one(p, b) for p, b in zip(prompts, budgets)]
+
+    def _one(self, ids: Sequence[int], budget: int) -> str:
+        prompt = list(ids) if self.send == "ids" else self.tokenizer.decode(list(ids))
+        body = {"model": self.model, "prompt": prompt, "max_tokens": int(budget), "temperature": 0.0}
+        headers = {"Content-Type": "application/json"}
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+        request = urllib.request.Request(self.url, json.dumps(body).encode(), headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                reply = json.loads(response.read())
+        except (urllib.error.URLError, OSError) as err:
+            raise CtxlensError(f"The completions endpoint {self.url} failed ({err}); "
+                               "check --api-base and the server.") from None
+        try:
+            return reply["choices"][0]["text"]
+        except (KeyError, IndexError, TypeError):
+            raise CtxlensError(f"The completions endpoint {self.url} answered without choices[0].text.") from None
+
+
+def backend_for(lm, name: str = "transformers", *, batch_size: int = 8, tensor_parallel: int = 1,
+                api_base: str = "", api_model: str = "", send: str = "ids"):
+    """The backend ``name`` for ``lm`` (its tokenizer fits the prompts in every case)."""
+    if name not in BACKENDS:
+        raise unknown("generation backend", name, BACKENDS)
+    if name == "transformers":
+        return TransformersBackend(lm, batch_size)
+    if name == "vllm":
+        from ctxlens.lm.loading import resolve
+
+        return VLLMBackend(resolve(lm.name), tensor_parallel=tensor_parallel)
+    if not api_base:
+        raise CtxlensError("The openai backend needs --api-base, e.g. http://localhost:8000/v1.")
+    return OpenAIBackend(api_base, api_model or lm.name, lm.tokenizer, send)

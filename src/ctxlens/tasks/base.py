@@ -1,0 +1,199 @@
+"""What a task is, what a sample holds, and the task registry (with typo suggestions).
+
+Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1 and
+6-18) scores models on the 13 RULER tasks. Each task here is a generator (``build``: one sample
+from a ``Setup``) plus RULER's generation budget and metric (``all``: fraction of references
+found; ``part``: any reference found). ``Setup`` carries what every sample of one batch shares:
+the encoder, the prompt frame, the length and the task's options.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.tasks.render import Frame
+from ctxlens.tasks.tokens import Encoder
+
+
+@dataclass
+class Sample:
+    """One prompt with its references; ``input_ids`` are exactly what the model is given."""
+
+    id: str  # stable: task/L<length>/s<seed>/<index>, never derived from content
+    task: str
+    index: int
+    length: int  # target L: prompt tokens + budget <= L
+    budget: int  # generation budget (max new tokens)
+    input: str  # the task text (template filled), without the answer prefix
+    answer_prefix: str  # as it appears in the prompt
+    prompt: str  # the rendered prompt: frame + input + answer prefix
+    template: str  # plain | chat
+    input_ids: list[int]
+    outputs: list[str]  # references
+    metric: str  # all | part
+    # one per needle / document / chain line, in prompt order: kind, answer (holds the answer?),
+    # target_percent, tokens (offset of its first token in the prompt, a leading separator
+    # included), percent (share of the haystack's tokens, inserts excluded, that precede it)
+    depths: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def fill(self) -> float:
+        """(prompt tokens + budget) / L."""
+        return (self.n_tokens + self.budget) / self.length
+
+    def to_dict(self, with_ids: bool = True) -> dict:
+        d = asdict(self)
+        if not with_ids:
+            d.pop("input_ids")
+        d["n_tokens"] = self.n_tokens
+        return d
+
+
+@dataclass
+class Setup:
+    """What the samples of one (task, length, seed) batch share."""
+
+    task: Task
+    encoder: Encoder
+    frame: Frame
+    length: int
+    seed: int
+    budget: int
+    options: dict[str, Any]
+    shared: dict = field(default_factory=dict)  # streams and sources built once per batch
+
+    @property
+    def target(self) -> int:
+        """Most prompt tokens a sample may have."""
+        return self.length - self.budget
+
+    def rng(self, index: int, stream: str = "content", by_length: bool = False) -> random.Random:
+        """The sample's random stream ``stream``; the same at every length unless ``by_length``.
+
+        Streams that ignore the length make samples paired across lengths (same keys, values,
+        depths and haystack start at 4K and at 128K).
+        """
+        suffix = f":L{self.length}" if by_length else ""
+        return random.Random(f"ctxlens.tasks:{self.task.name}:{self.seed}:{index}:{stream}{suffix}")
+
+    def option(self, name: str):
+        return self.options.get(name, self.task.options.get(name))
+
+    def sample_id(self, index: int) -> str:
+        return f"{self.task.name}/L{self.length}/s{self.seed}/{index}"
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    family: str  # niah | vt | cwe | fwe | qa
+    budget: int  # RULER's tokens_to_generate
+    metric: str  # all | part
+    build: Callable[[Setup, int], Sample]
+    options: dict = field(default_factory=dict)  # RULER's args for this task (synthetic.yaml)
+    doc: str = ""
+
+
+class Refit(Exception):
+    """Raised when the piecewise encoding disagreed with a full one: build the sample again."""
+
+
+TASKS: dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    if task.name in TASKS:
+        raise ValueError(f"task {task.name!r} registered twice")
+    TASKS[task.name] = task
+    return task
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``, or an error with the closest name and the full list."""
+    from ctxlens.tasks import _load_builtin
+
+    _load_builtin()
+    if name not in TASKS:
+        raise unknown("task", name, TASKS)
+    return TASKS[name]
+
+
+def too_short(setup: Setup, needed: int) -> CtxlensError:
+    return CtxlensError(
+        f"Task '{setup.task.name}' needs more than {setup.length} tokens with this tokenizer (its prompt without "
+        f"haystack plus a {setup.budget}-token budget takes {needed}); use lengths of at least {needed} or a "
+        "smaller --max-new-tokens."
+    )
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A piece whose depth is reported: a needle, a golden document, a chain line."""
+
+    piece: int  # index into the input pieces
+    kind: str
+    target_percent: float | None = None
+    answer: bool = True  # holds (part of) the answer
+
+
+@dataclass
+class Draft:
+    """A sample's input before rendering: pieces, where the context lies, what to report."""
+
+    pieces: list[str]
+    context: tuple[int, int]  # input pieces [a, b) form the context (haystack + needles)
+    marks: list[Mark] = field(default_factory=list)
+
+
+def render(setup: Setup, draft: Draft, answer_prefix: str) -> tuple[list[str], int]:
+    """Normalized pieces of the whole prompt and the index of the first input piece."""
+    from ctxlens.tasks.tokens import normalize
+
+    pieces, first = setup.frame.wrap(draft.pieces, answer_prefix)
+    return normalize(pieces), first
+
+
+def count(setup: Setup, draft: Draft, answer_prefix: str) -> int:
+    """Exact prompt tokens of ``draft`` (the fitting loops' counter)."""
+    pieces, _ = render(setup, draft, answer_prefix)
+    return setup.encoder.count(pieces, setup.frame.specials)
+
+
+def finish(setup: Setup, index: int, draft: Draft, answer_prefix: str, outputs: list[str], meta: dict) -> Sample:
+    """Render ``draft``, encode it, and measure the depth of every marked piece."""
+    enc, frame = setup.encoder, setup.frame
+    pieces, first = render(setup, draft, answer_prefix)
+    if not setup.shared.get("checked") or setup.options.get("verify"):
+        setup.shared["checked"] = True
+        if not enc.check(pieces, frame.specials):
+            raise Refit(setup.task.name)
+    ids = enc.ids(pieces, frame.specials)
+    if len(ids) > setup.target:
+        raise AssertionError(f"{setup.task.name}: {len(ids)} prompt tokens exceed the target {setup.target}")
+    starts = enc.starts(pieces, frame.specials)
+    a, b = draft.context
+    ctx0, ctx1 = starts[first + a], starts[first + b]
+    sizes = {m.piece: starts[first + m.piece + 1] - starts[first + m.piece] for m in draft.marks}
+    hay_total = max(1, ctx1 - ctx0 - sum(sizes.values()))
+    depths = []
+    for m in sorted(draft.marks, key=lambda m: m.piece):
+        at = starts[first + m.piece]
+        before = at - ctx0 - sum(s for p, s in sizes.items() if p < m.piece)
+        depths.append({"kind": m.kind, "answer": m.answer, "target_percent": m.target_percent, "tokens": at,
+                       "percent": round(100.0 * before / hay_total, 3)})
+    input_text = "".join(draft.pieces)
+    return Sample(
+        id=setup.sample_id(index), task=setup.task.name, index=index, length=setup.length, budget=setup.budget,
+        input=input_text, answer_prefix=frame.prefix(answer_prefix), prompt="".join(pieces),
+        template=frame.template, input_ids=ids, outputs=list(outputs), metric=setup.task.metric, depths=depths,
+        meta={**meta, "tokenization": enc.mode, "context_tokens": ctx1 - ctx0},
+    )

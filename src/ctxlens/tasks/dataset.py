@@ -1,0 +1,124 @@
+"""Generate a task's samples at one length, cached on disk.
+
+The datasets behind seed 002's tables ("How Well Can a Long Sequence Model Model Long
+Sequences?", Tables 1-4, 6-18) are deterministic functions of (task, generator version,
+tokenizer, length, seed, sample count, options); ``generate`` stores each batch under a hash of
+exactly those and reads it back on the next call. A sample never depends on how many samples
+were asked for, and its id (``task/L<length>/s<seed>/<index>``) never depends on its content.
+
+Cache layout: ``$CTXLENS_HOME/tasks/<task>/<key>/samples.jsonl`` (one sample per line, without
+ids) and ``ids.npy`` (every sample's ids, concatenated, int32), written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.tasks.base import Refit, Sample, Setup, get_task
+from ctxlens.tasks.render import frame_for
+from ctxlens.tasks.tokens import Encoder
+
+GENERATOR_VERSION = "1"
+_ENCODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def encoder_for(tokenizer) -> Encoder:
+    """One cached ``Encoder`` per tokenizer object."""
+    try:
+        enc = _ENCODERS.get(tokenizer)
+    except TypeError:
+        return Encoder(tokenizer)
+    if enc is None:
+        enc = Encoder(tokenizer)
+        _ENCODERS[tokenizer] = enc
+    return enc
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CTXLENS_HOME", Path.home() / ".cache" / "ctxlens")).expanduser() / "tasks"
+
+
+def cache_key(task: str, fingerprint: str, length: int, seed: int, n: int, template: str, budget: int,
+              options: dict) -> str:
+    """Hash of everything a batch depends on."""
+    spec = {"task": task, "version": GENERATOR_VERSION, "tokenizer": fingerprint, "length": length, "seed": seed,
+            "n": n, "template": template, "budget": budget, "options": options}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, template: str = "auto",
+             budget: int | None = None, options: dict | None = None, cache: bool | str | Path = True,
+             verify: bool = False) -> list[Sample]:
+    """``n`` samples of ``task`` fitted to ``length`` tokens of ``tokenizer``.
+
+    template: auto | plain | chat (see ``ctxlens.tasks.render``); budget: generation budget
+    (default: RULER's for the task); options: overrides of the task's RULER arguments and
+    extras (``depths``, ``haystack_source``, ``squad``, ``hotpotqa`` ...); cache: True (default
+    directory), False, or a directory; verify: check every sample's piecewise ids against a
+    full encoding (by default only the first sample of the batch is checked).
+    """
+    spec = get_task(task)
+    _check_positive("length", length)
+    _check_positive("n", n)
+    options = dict(options or {})
+    budget = spec.budget if budget is None else int(budget)
+    if budget < 1 or budget >= length:
+        raise CtxlensError(f"The generation budget ({budget}) must be at least 1 and below the length ({length}).")
+    encoder = encoder_for(tokenizer)
+    frame = frame_for(tokenizer, template)
+    key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
+                    budget, options)
+    folder = None if cache is False else (cache_root() if cache is True else Path(cache)) / task / key
+    if folder is not None and (folder / "samples.jsonl").is_file():
+        return load(folder)
+    encoder.mode = "pieces"
+    setup = Setup(spec, encoder, frame, length, seed, budget, {**options, "verify": verify})
+    samples = []
+    for index in range(n):
+        try:
+            samples.append(spec.build(setup, index))
+        except Refit:
+            samples.append(spec.build(setup, index))
+    if folder is not None:
+        save(samples, folder)
+    return samples
+
+
+def save(samples: list[Sample], folder: Path) -> None:
+    """Write ``samples`` to ``folder`` atomically (a temporary folder renamed into place)."""
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with open(tmp / "samples.jsonl", "w") as f:
+        for s in samples:
+            f.write(json.dumps(s.to_dict(with_ids=False)) + "\n")
+    ids = np.concatenate([np.asarray(s.input_ids, dtype=np.int32) for s in samples] or [np.zeros(0, np.int32)])
+    np.save(tmp / "ids.npy", ids)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def load(folder: Path) -> list[Sample]:
+    """Read samples written by ``save``."""
+    ids = np.load(folder / "ids.npy")
+    out, at = [], 0
+    with open(folder / "samples.jsonl") as f:
+        for line in f:
+            d = json.loads(line)
+            k = d.pop("n_tokens")
+            out.append(Sample(**d, input_ids=ids[at:at + k].tolist()))
+            at += k
+    return out
+
+
+def _check_positive(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise CtxlensError(f"{name} must be a positive integer, got {value!r}.")

@@ -1,0 +1,90 @@
+"""RULER document QA (``qa_1``: SQuAD, ``qa_2``: HotpotQA), optionally position-weighted.
+
+Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Tables 17-18) reports
+both; seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures
+8-9) draws the golden paragraph's distance x to the end of the input with P(x) ∝ (1 - x/L)^gamma.
+As RULER (``scripts/data/synthetic/qa.py``; 32-token budget, metric ``part``): documents
+``Document {i}:\\n{text}`` joined by blank lines inside the QA template; the question's own
+documents, then its article's other paragraphs, then random documents fill the length.
+
+Differences from RULER, on purpose: RULER shuffles every sample's documents with the same fixed
+permutation, so the golden document sits at the same slot in every sample; here each required
+document goes to a depth drawn from RULER's depth grid (or the ``depths`` option, or from the
+position-weighted law when the ``gamma`` option is set), and the last distractor may be cut at a
+word boundary so that the prompt fills the length.
+"""
+
+from __future__ import annotations
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.tasks.base import Sample, Setup, Task, finish, register
+from ctxlens.tasks.fit import Stream
+from ctxlens.tasks.layout import Insert, fit_stream, stream_draft
+from ctxlens.tasks.niah import depths_for
+from ctxlens.tasks.qa_data import open_qa
+
+TEMPLATE = (
+    "Answer the question based on the given documents. Only give me the answer and do not output any other words."
+    "\n\nThe following are given documents.\n\n{context}\n\nAnswer the question based on the given documents. "
+    "Only give me the answer and do not output any other words.\n\nQuestion: {query}"
+)
+ANSWER_PREFIX = " Answer:"
+DOCUMENT = "Document {i}:\n{document}"
+BUDGET = 32
+
+
+def weighted_depth(u: float, gamma: float) -> float:
+    """Depth (percent) of a document whose distance x to the end has density ∝ (1 - x/L)^gamma.
+
+    Inverse CDF: x/L = 1 - (1 - u)^(1/(gamma+1)), so depth = 100 (1 - x/L) = 100 (1 - u)^(1/(gamma+1)).
+    """
+    if gamma < 0:
+        raise CtxlensError(f"gamma must be >= 0, got {gamma}; gamma = 0 is RULER's uniform placement.")
+    return 100.0 * (1.0 - u) ** (1.0 / (gamma + 1.0))
+
+
+def _distractors(rng, qa, n_docs: int):
+    """Preferred distractors (same article) in random order, then every other document, repeated."""
+    taken = set(qa.context)
+    more = [d for d in qa.more if d not in taken]
+    rng.shuffle(more)
+    yield from more
+    rest = [d for d in range(n_docs) if d not in taken and d not in set(more)]
+    if not rest and not more:
+        return
+    while True:
+        rng.shuffle(rest)
+        yield from rest if rest else more
+
+
+def build(setup: Setup, index: int) -> Sample:
+    dataset = setup.option("dataset")
+    source = open_qa(dataset, setup.option(dataset) or "builtin")
+    qa = source.qas[index % len(source.qas)]
+    rng = setup.rng(index)
+    gamma = setup.option("gamma")
+    if gamma is not None and setup.option("depths") is None:
+        depths = sorted(weighted_depth(rng.random(), float(gamma)) for _ in qa.context)
+    else:
+        depths = depths_for(setup, rng, len(qa.context))
+    order = list(qa.context)
+    rng.shuffle(order)
+    inserts = [Insert(source.docs[d], depth, "document", d in qa.support) for d, depth in zip(order, depths)]
+    before, after = TEMPLATE.format(context="\x00", query=qa.query).split("\x00")
+    stream = Stream((source.docs[d] for d in _distractors(setup.rng(index, "distractors"), qa, len(source.docs))),
+                    "\n\n", setup.encoder)
+
+    def number(items: list[str]) -> list[str]:
+        return [DOCUMENT.format(i=i + 1, document=d) for i, d in enumerate(items)]
+
+    draft, n_words = fit_stream(setup, stream, lambda w: stream_draft(stream, w, [before], [after], inserts, number),
+                                ANSWER_PREFIX)
+    meta = {"dataset": source.name, "question": qa.query, "question_index": index % len(source.qas),
+            "documents": draft.context[1] - draft.context[0], "haystack_words": n_words, "gamma": gamma}
+    return finish(setup, index, draft, ANSWER_PREFIX, qa.outputs, meta)
+
+
+register(Task("qa_1", "qa", BUDGET, "part", build, {"dataset": "squad", "squad": "builtin", "gamma": None},
+              "single-document QA (SQuAD) among distractor documents"))
+register(Task("qa_2", "qa", BUDGET, "part", build, {"dataset": "hotpotqa", "hotpotqa": "builtin", "gamma": None},
+              "two-hop QA (HotpotQA) among distractor documents"))
