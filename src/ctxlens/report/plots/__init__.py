@@ -1,0 +1,1 @@
+"""Plotting functions per experiment, grouped by paper; each registers itself by experiment name."""

@@ -1,0 +1,131 @@
+"""Figures of seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4).
+
+RULER score per task and length with the effective length (Table 1, Tables 6-18), needle
+depth x length heatmaps (Tables 2-3) and needle format tables (Table 4). Scores are percent.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ctxlens.report.figures import Panel, figure, heatmap, log2_axis
+from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, numeric
+from ctxlens.report.registry import plotter
+from ctxlens.tasks.scoring import effective_length
+
+PAPER = "Seed 002: How Well Can a Long Sequence Model Model Long Sequences?"
+SCORE = "score (%)"
+N_EXAMPLES = 2  # example generations shown per model and group
+
+
+def scored(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows that were scored (flagged units without samples are left to the warnings)."""
+    return numeric(df, "score")[lambda d: d["score"].notna()]
+
+
+def examples(df: pd.DataFrame, by: list[str]) -> tuple[str, pd.DataFrame]:
+    """A few generations per model and group, beside what was expected (all text escaped)."""
+    keep = [c for c in dict.fromkeys(("series", *by, "length", "sample", "score", "outputs", "pred", "prompt"))
+            if c in df.columns]
+    rows = scored(df).sort_values(["series", *[b for b in by if b in df], "sample" if "sample" in df else "series"])
+    picked = rows.groupby(["series", *[b for b in by if b in df]], dropna=False, sort=False).head(N_EXAMPLES)
+    out = picked[keep].copy()
+    for c in ("pred", "prompt"):
+        if c in out:
+            out[c] = [_clip(v) for v in out[c]]
+    return ("Example generations (expected outputs beside the model's text)", out)
+
+
+def _clip(v, n: int = 300):
+    if not isinstance(v, str):
+        return v
+    return v if len(v) <= n else v[: n // 2] + " … " + v[-n // 2:]
+
+
+@plotter("ruler", title="RULER: score per task and length, effective length", paper=f"{PAPER} Table 1, Tables 6-18",
+         metrics=("score",))
+def ruler(df, ctx):
+    rows = scored(numeric(df, "length"))
+    per_task = mean_sem(rows, ["series", "task", "length"], "score")
+    per_length = per_task.groupby(["series", "length"], sort=False)["score"].agg(["mean", "count"]).reset_index()
+    per_length = per_length.rename(columns={"mean": "score", "count": "n_tasks"})
+    effective = effective_length(rows.to_dict("records"), ctx.threshold, by=("series",))
+    eff = pd.DataFrame([{"series": s, "threshold": ctx.threshold, "effective_length": effective.get((s,))}
+                        for s in dict.fromkeys(per_length["series"])])
+    fig, (ax,) = figure(1, width=4.4, height=3.0)
+    draw_lines(ax, per_length, "length", "score", ctx)
+    ax.axhline(ctx.threshold, color="0.3", linestyle="--", linewidth=0.8, label=f"threshold {ctx.threshold:g}")
+    for _, r in eff.iterrows():
+        if r["effective_length"] is not None and pd.notna(r["effective_length"]):
+            ax.axvline(r["effective_length"], color=ctx.color(r["series"]), linestyle=":", linewidth=1.2)
+    log2_axis(ax, per_length["length"])
+    ax.set_ylim(-3, 103)
+    finish(ax, "context length (tokens)", "mean score over tasks (%)")
+    first = Panel("ruler-length", "Mean over tasks per length; dotted: effective length (largest length up to "
+                  "which every length's mean reaches the threshold)", fig, per_length)
+    first.extra_tables.append(("Effective length", eff))
+
+    series = list(dict.fromkeys(per_task["series"]))
+    fig2, axes = figure(len(series), width=max(3.0, 0.6 * per_task["length"].nunique() + 2.0),
+                        height=0.28 * per_task["task"].nunique() + 1.4)
+    for ax, s in zip(axes, series):
+        m = per_task[per_task["series"] == s].pivot_table(index="task", columns="length", values="score")
+        heatmap(ax, m.to_numpy(), [_k(c) for c in m.columns], list(m.index), vmin=0, vmax=100, cmap="RdYlGn",
+                colorbar_label=SCORE)
+        finish(ax, "context length (tokens)", "task", s, show_legend=False)
+        ax.title.set_color(ctx.color(s))
+    second = Panel("ruler-tasks", "Score per task and length", fig2, per_task)
+    second.extra_tables.append(examples(df, ["task"]))
+    return [first, second]
+
+
+def _k(v) -> str:
+    v = float(v)
+    return f"{v / 1024:g}K" if v >= 1024 else f"{v:g}"
+
+
+@plotter("niah-depth", title="Needle in a haystack: depth x length", paper=f"{PAPER} Tables 2-3", metrics=("score",))
+def niah_depth(df, ctx):
+    rows = scored(numeric(df, "length", "depth", "depth_percent"))
+    table = mean_sem(rows, ["series", "length", "depth"], "score")
+    realised = rows.groupby(["series", "length", "depth"])["depth_percent"].mean().rename("realised_depth")
+    table = table.merge(realised.reset_index(), on=["series", "length", "depth"], how="left")
+    series = list(dict.fromkeys(table["series"]))
+    fig, axes = figure(len(series), width=max(3.0, 0.7 * table["length"].nunique() + 2.0),
+                       height=0.25 * table["depth"].nunique() + 1.5)
+    for ax, s in zip(axes, series):
+        m = table[table["series"] == s].pivot_table(index="depth", columns="length", values="score")
+        heatmap(ax, m.to_numpy(), [_k(c) for c in m.columns], [f"{d:g}" for d in m.index], vmin=0, vmax=100,
+                cmap="RdYlGn", colorbar_label=SCORE)
+        finish(ax, "context length (tokens)", "needle depth (% of the haystack)", s, show_legend=False)
+        ax.title.set_color(ctx.color(s))
+    panel = Panel("niah-depth", "Single-needle retrieval by depth and length", fig, table,
+                  "realised_depth: where the needle actually landed (percent of the haystack, sentence-aligned).")
+    panel.extra_tables.append(examples(df, ["length", "depth"]))
+    return [panel]
+
+
+@plotter("niah-format", title="Needle formats: haystack, key and value types", paper=f"{PAPER} Table 4",
+         metrics=("score",))
+def niah_format(df, ctx):
+    rows = scored(numeric(df, "length", "depth"))
+    rows["format"] = [f"{h}-{k}-{v}" for h, k, v in zip(col(rows, "haystack"), col(rows, "key"), col(rows, "value"))]
+    means = mean_sem(rows, ["series", "length", "format", "depth"], "score")
+    wide = means.pivot_table(index=["series", "length", "format"], columns="depth", values="score", sort=False)
+    wide.columns = [f"depth {d:g}%" for d in wide.columns]
+    wide["mean"] = wide.mean(axis=1)
+    table = wide.reset_index()
+    facets = list(dict.fromkeys(zip(table["series"], table["length"])))
+    fig, axes = figure(len(facets), width=3.4, height=0.3 * table["format"].nunique() + 1.5)
+    for ax, (s, length) in zip(axes, facets):
+        m = means[(means["series"] == s) & (means["length"] == length)].pivot_table(index="format", columns="depth",
+                                                                                  values="score", sort=False)
+        heatmap(ax, m.to_numpy(), [f"{d:g}%" for d in m.columns], list(m.index), vmin=0, vmax=100, cmap="RdYlGn",
+                colorbar_label=SCORE)
+        finish(ax, "needle depth", "haystack-key-value", f"{s}, {_k(length)} tokens", show_legend=False)
+        ax.title.set_color(ctx.color(s))
+    panel = Panel("niah-format", "Format table: score (%) per haystack-key-value format and depth", fig, table,
+                  "repeat: RULER's noise haystack (one sentence group repeated); essay: running prose.")
+    panel.extra_tables.append(examples(df, ["haystack", "key", "value", "depth"]))
+    return [panel]
+

@@ -1,0 +1,127 @@
+"""Read finished (or running) ctxlens runs without torch: rows as a pandas DataFrame, plus each
+run's configuration and environment.
+
+    import ctxlens.results
+    df = ctxlens.results.load("runs/accs")             # one run directory
+    df = ctxlens.results.load(["runs/a", "runs/b"])    # several, stacked
+    df = ctxlens.results.load("ctxlens-demo")          # a folder of run directories
+
+Only committed rows are read (``ctxlens.runner.store.read_rows``): a unit still being written,
+or cut off by a crash, is left out, and nothing in the directory is modified, so this is safe
+next to a live run. Every row keeps the columns the experiment wrote (``model``,
+``experiment``, coordinates, metrics); ``run_dir`` says which directory it came from.
+Non-finite numbers were stored as ``null`` and read back as missing values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.runner.store import read_rows
+
+RUN_COLUMN = "run_dir"
+
+
+@dataclass
+class Run:
+    """One run directory as read from disk."""
+
+    path: Path
+    rows: list[dict]
+    config: dict | None = None  # config.yaml (None when absent)
+    env: dict | None = None  # env.json (None when absent)
+    uncommitted: int = 0  # lines in results files beyond the committed units (in flight or cut off)
+    problems: list[str] = field(default_factory=list)  # unreadable config/env, said in words
+
+    @property
+    def name(self) -> str:
+        return self.path.name or str(self.path)
+
+
+def is_run_dir(path: Path) -> bool:
+    """A directory the runner wrote: it has a config, an env or a results/units log."""
+    return any((path / name).exists() for name in ("config.yaml", "env.json")) or any(path.glob("units*.jsonl"))
+
+
+def run_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """Run directories named by ``paths``; a folder that is not a run itself stands for the run
+    directories directly inside it (e.g. the output of ``ctxlens demo``)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if not p.is_dir():
+            raise CtxlensError(f"{p} is not a directory; pass the --out directory of a ctxlens run.")
+        if is_run_dir(p):
+            found.append(p)
+            continue
+        children = sorted(c for c in p.iterdir() if c.is_dir() and is_run_dir(c))
+        if not children:
+            raise CtxlensError(f"{p} holds no ctxlens run (no config.yaml or results); "
+                               "pass the --out directory of a run.")
+        found += children
+    if not found:
+        raise CtxlensError("No run directory given; pass at least one --out directory of a ctxlens run.")
+    return list(dict.fromkeys(found))
+
+
+def _read_config(path: Path, problems: list[str]) -> dict | None:
+    import yaml
+
+    file = path / "config.yaml"
+    if not file.exists():
+        return None
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        problems.append(f"config.yaml could not be read ({str(err).splitlines()[0]})")
+        return None
+    return data if isinstance(data, dict) else {"config": data}
+
+
+def _read_env(path: Path, problems: list[str]) -> dict | None:
+    file = path / "env.json"
+    if not file.exists():
+        return None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        problems.append(f"env.json could not be read ({err})")
+        return None
+    return data if isinstance(data, dict) else {"env": data}
+
+
+def _line_count(path: Path) -> int:
+    return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+
+
+def read_run(path: str | os.PathLike) -> Run:
+    """Committed rows, config, env and the count of uncommitted result lines of one run."""
+    path = Path(path)
+    rows = read_rows(path)
+    problems: list[str] = []
+    written = sum(_line_count(f) for f in path.glob("results*.jsonl"))
+    return Run(path, rows, _read_config(path, problems), _read_env(path, problems),
+               uncommitted=max(0, written - len(rows)), problems=problems)
+
+
+def read_runs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Run]:
+    return [read_run(p) for p in run_dirs(paths)]
+
+
+def frame(runs: list[Run]):
+    """The rows of ``runs`` as one DataFrame with a ``run_dir`` column (missing cells: NaN/None)."""
+    import pandas as pd
+
+    records = [{**row, RUN_COLUMN: str(run.path)} for run in runs for row in run.rows]
+    return pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=["model", "experiment", RUN_COLUMN])
+
+
+def load(paths: str | os.PathLike | Iterable[str | os.PathLike]):
+    """Committed rows of one or more run directories (or folders of them) as a pandas DataFrame."""
+    return frame(read_runs(paths))
