@@ -1,11 +1,13 @@
 import os
 
-import pytest
-import torch
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # tiny models: one thread is fastest, also in subprocesses
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
 
 
 def build_model(family: str, **overrides):

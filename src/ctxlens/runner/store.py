@@ -78,7 +78,7 @@ def _append(path: Path, data: bytes, start: int | None = None) -> int:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ranks may write the same file at once
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
@@ -132,6 +132,22 @@ def _read_committed(results: Path, units: Path) -> list[dict]:
     return _parse_rows(results, data[:end])
 
 
+def log_names(rank: int | None) -> tuple[str, str]:
+    """(results file, commit log) of one writer: rank None is a single-process run."""
+    suffix = "" if rank is None else f".rank{rank}"
+    return f"results{suffix}.jsonl", f"units{suffix}.jsonl"
+
+
+def _logs(directory: Path) -> list[tuple[Path, Path]]:
+    """Every writer's (results, units) pair: the single-process pair first, then ranks in order."""
+    ranks: list[int | None] = [None] if (directory / "units.jsonl").exists() else []
+    found = []
+    for path in directory.glob("units.rank*.jsonl"):
+        if match := re.fullmatch(r"units\.rank(\d+)\.jsonl", path.name):
+            found.append(int(match.group(1)))
+    return [tuple(directory / name for name in log_names(r)) for r in ranks + sorted(found)]
+
+
 def read_rows(directory: str | os.PathLike) -> list[dict]:
     """Committed rows of a run directory, read without modifying anything.
 
@@ -140,15 +156,16 @@ def read_rows(directory: str | os.PathLike) -> list[dict]:
     directory = Path(directory)
     if not directory.is_dir():
         raise CtxlensError(f"{directory} is not a ctxlens run directory; pass the --out directory of a run.")
-    ranks = [-1] if (directory / "units.jsonl").exists() else []
-    for path in directory.glob("units.rank*.jsonl"):
-        if match := re.fullmatch(r"units\.rank(\d+)\.jsonl", path.name):
-            ranks.append(int(match.group(1)))
-    rows = []
-    for rank in sorted(ranks):
-        suffix = "" if rank < 0 else f".rank{rank}"
-        rows += _read_committed(directory / f"results{suffix}.jsonl", directory / f"units{suffix}.jsonl")
-    return rows
+    return [row for results, units in _logs(directory) for row in _read_committed(results, units)]
+
+
+def committed_units(directory: str | os.PathLike) -> set[str]:
+    """Keys of the units committed by any writer of a run directory (read-only)."""
+    done = set()
+    for results, units in _logs(Path(directory)):
+        size = results.stat().st_size if results.exists() else 0
+        done |= {entry["unit"] for entry in _committed_units(_read_bytes(units), size)[0]}
+    return done
 
 
 class RunStore:

@@ -62,12 +62,18 @@ def zoo_path(name: str) -> Path:
         return path
     path = home() / "zoo" / name
     if not (path / "config.json").is_file():
-        tmp = path.with_name(path.name + ".partial")
+        tmp = path.with_name(f"{path.name}.partial-{os.getpid()}")  # concurrent ranks build side by side
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         BUILDERS[name](tmp)
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        if path.exists() and not (path / "config.json").is_file():
+            shutil.rmtree(path, ignore_errors=True)  # debris of an older, interrupted layout
+        try:
+            tmp.rename(path)
+        except OSError:  # another process finished first; its build is identical (seeded)
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not (path / "config.json").is_file():
+                raise
     return path
 
 
