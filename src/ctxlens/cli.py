@@ -188,7 +188,9 @@ def _cmd_models() -> int:
 def _cmd_experiments() -> int:
     from ctxlens.experiments.registry import experiments
 
-    print(_table([{"experiment": e.name, "needs": ",".join(e.needs), "what": e.doc} for e in experiments().values()]))
+    rows = [{"experiment": e.name, "needs": ",".join(e.needs) or ("-" if e.loads_model else "own models"),
+             "what": e.doc.split(": ", 1)[-1] if e.doc.startswith("``") else e.doc} for e in experiments().values()]
+    print(_table(rows))
     return 0
 
 

@@ -148,9 +148,12 @@ def test_cli_runs_both_experiments(tmp_path):
     rows = read_rows(out)
     assert {r["model"] for r in rows} == {"zoo:random-llama"} and any(r["stage"] == "fit" for r in rows)
     out = tmp_path / "parity"
-    assert main(["run", "parity-dimension", "--model", "zoo:random-llama", "--out", str(out), "--no-progress",
+    assert main(["run", "parity-dimension", "--out", str(out), "--no-progress",  # no --model: its own MLP
                  "--lengths", "6,10,14", "--n-eval", "500"]) == 0
     rows = read_rows(out)
+    assert {r["model"] for r in rows} == {"parity-mlp"}
+    assert main(["run", "parity-dimension", "--model", "zoo:random-llama", "--out", str(tmp_path / "wrong"),
+                 "--no-progress", "--lengths", "6", "--n-eval", "500"]) == 2  # a pretrained LM is refused
     assert sorted({r["length"] for r in rows if r["stage"] == "measure"}) == [6, 10, 14]
     assert {r["quantity"] for r in rows if r["stage"] == "fit"} == {"slope", "intercept", "r2", "pearson_r",
                                                                   "slope_x_tasks"}

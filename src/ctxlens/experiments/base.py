@@ -6,6 +6,7 @@ An experiment is one module with a ``Config`` dataclass and two functions:
   known without loading a model, so a finished run resumes without loading anything;
 - ``run(lm, config, unit, cache) -> list[dict]``: the measurements of one unit, one row each.
   ``cache`` is a dict kept per model, for inputs shared by units (tokenised windows, ...).
+  ``lm`` is the loaded ``LM``, or the model spec string when ``loads_model`` is False.
 
 The runner adds ``model`` and ``experiment`` to every unit and every row.
 """
@@ -29,6 +30,10 @@ class Experiment:
     run: Callable[..., list[dict]]
     needs: tuple[str, ...] = ()  # analyses the model's family must support
     doc: str = ""
+    # Experiments that build and train their own small models (sparse parity) take the model
+    # spec as a string instead of a loaded LM; ``default_models`` is used when --model is absent.
+    loads_model: bool = True
+    default_models: tuple[str, ...] = ()
 
 
 def _coerce(name: str, value, typ):

@@ -12,8 +12,8 @@ writes its own fit beside those figures and beside the same fit applied to the B
 
 The model is not a transformers LM, so this experiment trains it itself (once, on the paper's
 masking mixture: half the samples fully visible, half with the farthest bits masked, Section 4.3)
-and caches the weights under ``$CTXLENS_HOME/parity/`` keyed by every training option. The
-runner still loads the ``--model`` it is given; the experiment does not use it.
+and caches the weights under ``$CTXLENS_HOME/parity/`` keyed by every training option. Its one
+model spec is ``parity-mlp`` (the default: ``ctxlens run parity-dimension --out DIR``).
 
 Defaults are a CPU-sized version of the task (16 bits, one subtask per farther bit from bit 4 on:
 12 subtasks; about 15 s of training on one CPU thread). With them, at training seeds 0-7, the
@@ -99,7 +99,9 @@ def plan(config: Config) -> list[dict]:
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    """``lm`` is not used (see the module docstring)."""
+    """``lm`` is the model spec string, which must be ``parity-mlp`` (see the module docstring)."""
+    if lm != "parity-mlp":
+        raise CtxlensError(f"parity-dimension trains its own model; use --model parity-mlp (or no --model), not '{lm}'.")
     if unit["stage"] == "fit":
         return _fit_rows(config, [_measure(config, c, cache) for c in config.visible_lengths()])
     m = _measure(config, unit["length"], cache)
@@ -206,4 +208,5 @@ def _fit_rows(config: Config, per_length: list[dict]) -> list[dict]:
     return rows
 
 
-register(Experiment("parity-dimension", Config, plan, run, needs=(), doc=__doc__.splitlines()[0]))
+register(Experiment("parity-dimension", Config, plan, run, needs=(), doc=__doc__.splitlines()[0],
+                    loads_model=False, default_models=("parity-mlp",)))

@@ -55,6 +55,7 @@ def run(
         hf_logging.disable_progress_bar()
     exp = get_experiment(experiment)
     config = make_config(exp.Config, options)
+    models = list(models) or list(exp.default_models)
     if not models:
         from ctxlens.core.errors import CtxlensError
 
@@ -80,10 +81,13 @@ def run(
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
         if not todo:
             continue
-        lm = load(spec, **load_options)
-        for need in exp.needs:
-            lm.family.require(need, spec)
-        _prepare(lm, model_options)
+        if exp.loads_model:
+            lm = load(spec, **load_options)
+            for need in exp.needs:
+                lm.family.require(need, spec)
+            _prepare(lm, model_options)
+        else:
+            lm = spec
         cache: dict = {}
         desc = f"{experiment} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         for unit in tqdm(todo, desc=desc, disable=not progress, unit="unit"):
