@@ -228,6 +228,11 @@ def _cmd_zoo(args) -> int:
     return 0
 
 
+def _one_line(message: str) -> str:
+    """Control characters from user input (a newline in an option name) never break the line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
@@ -257,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     except CtxlensError as err:
         if args.debug:
             raise
-        print(f"ctxlens: error: {err}", file=sys.stderr)
+        print(f"ctxlens: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ctxlens: interrupted; finished units are saved, run the same command again to resume.", file=sys.stderr)

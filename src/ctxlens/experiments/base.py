@@ -85,7 +85,7 @@ def make_config(cls: type, options: dict):
         name = key.replace("-", "_")
         if name not in fields:
             raise CtxlensError(
-                f"Unknown option '{key}'.{suggest(name, fields)} Known options: {', '.join(sorted(fields))}."
+                f"Unknown option {key!r}.{suggest(name, fields)} Known options: {', '.join(sorted(fields))}."
             )
         values[name] = _coerce(key, value, hints[name])
     config = cls(**values)
