@@ -108,7 +108,7 @@ def test_bad_options():
 # ------------------------------------------------------------------------------- parity-dimension
 def test_parity_mlp_dimension_counts_visible_subtasks_and_ce_is_linear_in_it(monkeypatch):
     config = make_config(PD.Config, {})  # the defaults: 16 bits, 12 subtasks, trained on the CPU in seconds
-    rows, cache = _run_all(PD, None, config)
+    rows, cache = _run_all(PD, "parity-mlp", config)
     lengths = config.visible_lengths()
     assert lengths == list(range(5, 17))
     ds = PD.dataset(config)

@@ -91,14 +91,15 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         per_length = [_measure(lm, config, n, cache) for n in sorted(config.lengths)]
         return [{**site, **r} for r in _fit_rows(per_length)]
     m = _measure(lm, config, unit["length"], cache)
-    rows = [{"quantity": "ce", "value": m["ce"], "stderr": m["ce_stderr"]}]
+    rows = [{"quantity": "ce", "value": m["ce"], "stderr": m["ce_stderr"], "flag": m["flag"]}]
     rows += [{"quantity": "intrinsic_entropy", "n_eig": k, "value": v, "flag": f}
              for k, (v, f) in m["entropy"].items()]
-    rows += [{"quantity": "intrinsic_dimension", "threshold": t, "value": v} for t, v in m["dimension"].items()]
+    rows += [{"quantity": "intrinsic_dimension", "threshold": t, "value": v, "flag": m["flag"]}
+             for t, v in m["dimension"].items()]
     if m["kde"] is not None:
         k = m["kde"]
         rows.append({"quantity": "kde_entropy", "value": k.entropy, "n_components": k.n_components,
-                     "bandwidth": k.bandwidth, "n_kde": k.n_samples})
+                     "bandwidth": k.bandwidth, "n_kde": k.n_samples, "flag": m["flag"]})
     rows += [{"quantity": "relative_eigenvalue", "index": i + 1, "value": float(v)}
              for i, v in enumerate(m["relative"][: config.eigen_rows])]
     return [{**site, "n_samples": m["n_samples"], "dim": m["dim"], **r} for r in rows]
@@ -125,20 +126,31 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
     windows = with_bos(lm, windows) if config.bos else windows
     lm.check_length(windows.shape[1])
     layer = _site(lm, config)["layer"] if config.layer is not None else None
-    acc, kept, nll, start = CovarianceAccumulator(), [], [], 0
+    acc, kept, nll, start, dropped = CovarianceAccumulator(), [], [], 0, 0
     for final, block in iter_last_states(lm, windows, config.batch_tokens, layer=layer):
         feature = final if block is None else block  # [b, d]
-        acc.update(feature)
-        if config.kde and start < config.kde_samples:
-            kept.append(feature.float().cpu())
-        nll.append(next_token_nll(lm, final, targets[start : start + len(final)]).cpu())
+        loss = next_token_nll(lm, final, targets[start : start + len(final)]).cpu()  # [b]
         start += len(final)
+        ok = (torch.isfinite(feature).all(-1) & torch.isfinite(final).all(-1)).cpu() & torch.isfinite(loss)  # [b]
+        dropped += int((~ok).sum())
+        if not ok.any():
+            continue
+        feature = feature[ok.to(feature.device)]
+        acc.update(feature)
+        if config.kde and sum(len(k) for k in kept) < config.kde_samples:
+            kept.append(feature.float().cpu())
+        nll.append(loss[ok])
+    flag = (f"{dropped} of {start} samples had non-finite features or loss and were left out"
+            if dropped else None)
+    if start - dropped < 2:
+        cache[key] = _unmeasured(config, start, flag or "fewer than 2 samples")
+        return cache[key]
     nll = torch.cat(nll).double()  # [n]
     spec = eigen_spectrum(acc)
     entropy = {}
     for k in config.entropy_n:
         if k <= spec.rank:
-            entropy[k] = (intrinsic_entropy(spec, k), None)
+            entropy[k] = (intrinsic_entropy(spec, k), flag)
         else:
             entropy[k] = (None, f"the features span only {spec.rank} directions ({spec.n_samples} samples)")
     kde = None
@@ -149,9 +161,16 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
     cache[key] = {
         "ce": float(nll.mean()), "ce_stderr": float(nll.std() / math.sqrt(len(nll))) if len(nll) > 1 else None,
         "entropy": entropy, "dimension": dict(zip(config.thresholds, intrinsic_dimension(spec, config.thresholds))),
-        "kde": kde, "relative": spec.relative.tolist(), "n_samples": spec.n_samples, "dim": spec.dim,
+        "kde": kde, "relative": spec.relative.tolist(), "n_samples": spec.n_samples, "dim": spec.dim, "flag": flag,
     }
     return cache[key]
+
+
+def _unmeasured(config: Config, n: int, flag: str) -> dict:
+    """A length whose features could not be measured: every value None, with the reason."""
+    return {"ce": None, "ce_stderr": None, "entropy": {k: (None, flag) for k in config.entropy_n},
+            "dimension": {t: None for t in config.thresholds}, "kde": None, "relative": [], "n_samples": 0,
+            "dim": None, "flag": flag}
 
 
 def _fit_rows(per_length: list[dict]) -> list[dict]:
@@ -162,8 +181,8 @@ def _fit_rows(per_length: list[dict]) -> list[dict]:
         series.append(({"x": "intrinsic_entropy", "n_eig": k}, [m["entropy"][k][0] for m in per_length]))
     for t in per_length[0]["dimension"]:
         series.append(({"x": "intrinsic_dimension", "threshold": t}, [m["dimension"][t] for m in per_length]))
-    if per_length[0]["kde"] is not None:
-        series.append(({"x": "kde_entropy"}, [m["kde"].entropy for m in per_length]))
+    if any(m["kde"] is not None for m in per_length):
+        series.append(({"x": "kde_entropy"}, [m["kde"].entropy if m["kde"] else None for m in per_length]))
     rows = []
     for coords, xs in series:
         pts = [(x, y) for x, y in zip(xs, ce) if x is not None and y is not None and math.isfinite(y)]

@@ -1,19 +1,22 @@
 """``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, or ``zoo:NAME`` -> ``LM``.
 
 All three go through transformers' own ``from_pretrained``; zoo models are ordinary saved
-models in a local cache directory (DESIGN principle 1: one code path).
+models in a local cache directory (DESIGN principle 1: one code path). Models larger than one
+device load with ``device_map`` (accelerate; see ``ctxlens.lm.placement``), optionally with
+weights offloaded to ``offload_folder``.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.lm import attention
+from ctxlens.lm import attention, placement
 from ctxlens.lm.families import get_family
 from ctxlens.lm.model import LM
 
@@ -53,6 +56,7 @@ def load(
     dtype="float32",
     device: str | None = None,
     device_map=None,
+    offload_folder: str | None = None,
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
     revision: str | None = None,
@@ -61,6 +65,9 @@ def load(
 
     spec: hub id, local directory, or ``zoo:NAME``. dtype: float32 | bfloat16 | float16 | auto.
     device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
+    device_map: "auto" (or another accelerate strategy), a device, or {module: device} with devices
+    such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).
+    attn_implementation: sdpa (default) | eager | flash_attention_2 (CUDA, flash-attn installed).
     """
     source = resolve(spec)
     common = {"trust_remote_code": trust_remote_code, "revision": revision}
@@ -71,8 +78,11 @@ def load(
                            "check the hub id or path, and network access for hub ids.") from None
     family = get_family(config.model_type)
     kwargs = dict(common, dtype=_dtype(dtype))
+    placement.check_dtype(kwargs["dtype"], device, device_map)
+    if family.interface:
+        placement.check_attention(attn_implementation, device, device_map)
     if device_map is not None:
-        kwargs["device_map"] = device_map
+        kwargs.update(placement.device_map_option(device_map, offload_folder))
     if family.interface:
         kwargs["attn_implementation"] = attn_implementation
     try:
@@ -80,8 +90,12 @@ def load(
     except (OSError, ValueError) as err:
         raise CtxlensError(f"Could not load weights for '{spec}' ({str(err).splitlines()[0]}); "
                            "check that the directory or hub id holds a causal LM.") from None
+    except pickle.UnpicklingError:
+        raise CtxlensError(f"The weights of '{spec}' are a pickle that holds more than tensors; ctxlens only loads "
+                           "safetensors or weights-only pickles, so convert the checkpoint to safetensors.") from None
     if device_map is None:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    placement.check_input_device(model, spec)
     model.eval()
     if family.interface:
         attention.install(model)
@@ -99,6 +113,7 @@ def _tokenizer(source: str, common: dict):
 def from_model(model, tokenizer=None, name: str | None = None) -> LM:
     """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
     family = get_family(model.config.model_type)
+    placement.check_input_device(model, name or model.config.model_type)
     model.eval()
     if family.interface:
         attention.install(model)
