@@ -38,7 +38,7 @@ class Recipe:
     seed: int = 0
     corpus_seed: int = 0
     val_windows: int = 32
-    probe_distances: tuple[int, ...] = field(default=(64, 192, 384))
+    probe_distances: tuple[int, ...] = field(default=(128, 256, 384))
     probes_per_distance: int = 50
 
 

@@ -117,10 +117,11 @@ def train(
     torch.manual_seed(cfg.seed)
     model.to(device).train()
     opt = _optimizer(model, cfg)
-    state = {"step": 0, "best_val": None, "best_step": None, "bad_evals": 0, "history": [], "best_weights": None}
+    state = {"step": 0, "best_val": None, "best_step": None, "bad_evals": 0, "history": [], "best_weights": None,
+             "seconds": 0.0}
     if cfg.checkpoint and Path(cfg.checkpoint).is_file():
-        state = _resume(cfg.checkpoint, model, opt)
-    start, stopped = time.perf_counter(), False
+        state = {"seconds": 0.0, **_resume(cfg.checkpoint, model, opt)}
+    start, stopped = time.perf_counter() - state["seconds"], False  # seconds: training time over resumes
     step = state["step"]
     while step < cfg.steps:
         for group in opt.param_groups:
@@ -145,7 +146,7 @@ def train(
                              best_weights={k: t.detach().clone() for k, t in model.state_dict().items()})
             else:
                 state["bad_evals"] += 1
-            state["step"] = step
+            state["step"], state["seconds"] = step, time.perf_counter() - start
             if cfg.checkpoint:
                 _save(cfg.checkpoint, model, opt, state)
             if cfg.patience is not None and state["bad_evals"] >= cfg.patience:
