@@ -39,7 +39,8 @@ def timed(fn, device: str) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
+def main(argv=None) -> list[dict]:
+    """Print the table; return one row per length (ratio and seconds) for ``python -m bench``."""
     p = argparse.ArgumentParser()
     p.add_argument("--lengths", default="1024,4096")
     p.add_argument("--n", type=int, default=16, help="sequences")
@@ -51,7 +52,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quick", action="store_true", help="one length of 512, 8 sequences, 3 repeats")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.quick:
@@ -64,6 +65,7 @@ def main() -> None:
     print(f"tiny llama d={args.hidden} layers={args.layers} on {args.device}, {torch.get_num_threads()} threads, "
           f"{args.n} sequences, batch {args.batch}, {args.suffix} suffix positions x every layer")
     print(f"{'tokens':>7} {'bare s':>9} {'accs s':>9} {'ratio':>6}")
+    out = []
     for length in (int(x) for x in args.lengths.split(",")):
         cfg = make_config(accs_layers.Config, {"source": "random", "lengths": [length], "n_sequences": args.n,
                                                "suffix_len": args.suffix, "batch_size": args.batch})
@@ -90,6 +92,10 @@ def main() -> None:
             a.append(timed(accs, args.device))
         mb, ma = statistics.median(b), statistics.median(a)
         print(f"{length:>7} {mb:>9.3f} {ma:>9.3f} {ma / mb:>6.3f}")
+        out.append({"bench": "accs_overhead", "subject": "accs-layers", "tokens": length,
+                    "metric": "time / bare (body)", "value": ma / mb, "target": "<= 1.15", "ok": ma / mb <= 1.15,
+                    "seconds": ma, "bare_seconds": mb})
+    return out
 
 
 if __name__ == "__main__":

@@ -74,7 +74,8 @@ def timed(fn, device: str):
     return value, time.perf_counter() - t
 
 
-def main() -> None:
+def main(argv=None) -> list[dict]:
+    """Print the report; return its figures as rows for ``python -m bench``."""
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--d", type=int, default=4096)
@@ -85,7 +86,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--quick", action="store_true", help="n=20K, d=256, 2M pairs")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.quick:
@@ -100,6 +101,13 @@ def main() -> None:
     print(f"exact    anisotropy {a_exact:.8f}  {t_exact:9.3f} s")
     print(f"sampled  anisotropy {a_sampled:.8f}  {t_sampled:9.3f} s  |error| = {abs(a_sampled - a_exact):.2e}")
     print(f"time ratio sampled / exact = {t_sampled / t_exact:.1f}")
+    row = {"bench": "anisotropy", "subject": f"exact O(nd) vs {args.pairs:,} sampled pairs (n={args.n}, d={args.d})"}
+    return [
+        {**row, "metric": "time: sampled / exact", "value": t_sampled / t_exact, "seconds": t_exact,
+         "sampled_seconds": t_sampled},
+        {**row, "metric": "|sampled - exact| anisotropy", "value": abs(a_sampled - a_exact)},
+        {**row, "metric": "|closed form - brute Gram|", "value": err_closed},
+    ]
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ def measure(args, kind: str, n: int) -> tuple[float, float]:
     return recv.recv()
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> list[dict]:
+    """Print the table; return one row per (length, figure) for ``python -m bench``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lengths", default="4096,16384,32768")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -126,6 +127,7 @@ def main(argv=None) -> None:
     print(f"{'tokens':>7} {'bare s':>8} {'ours s':>8} {'x bare':>7} {'naive s':>8} {'bare MB':>8} {'ours MB':>8} "
           f"{'naive MB':>9} {'ours/naive mem':>15}")
     itemsize = torch.finfo(getattr(torch, args.dtype)).bits // 8
+    out = []
     for n in (int(x) for x in args.lengths.split(",")):
         bt, bm = measure(args, "bare", n)
         ot, om = measure(args, "ours", n)
@@ -135,7 +137,11 @@ def main(argv=None) -> None:
         mb = 2 ** 20
         print(f"{n:>7} {bt:>8.3f} {ot:>8.3f} {ot / bt:>7.2f} {nt:>8.3f} {bm / mb:>8.0f} {om / mb:>8.0f} "
               f"{nm / mb:>9.0f} {om / nm:>15.3f}", flush=True)
+        row = {"bench": "dominant_dimension", "subject": "dominant-dimension (every query)", "tokens": n}
+        out += [{**row, "metric": "time / bare (body)", "value": ot / bt, "seconds": ot, "bare_seconds": bt},
+                {**row, "metric": "peak mem / naive L x L", "value": om / nm}]
     sys.stdout.flush()
+    return out
 
 
 if __name__ == "__main__":

@@ -77,7 +77,8 @@ def _status_kb(key: str) -> int:
     raise RuntimeError(f"{key} not in /proc/self/status")
 
 
-def main() -> None:
+def main(argv=None) -> list[dict]:
+    """Print the report; return its figures as rows for ``python -m bench``."""
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="small CPU-sized run (about 30 s)")
     p.add_argument("--lengths", default=None)
@@ -92,7 +93,7 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=128256)
     p.add_argument("--memory-tokens", type=int, default=2048,
                    help="tokens in the batch whose peak memory is compared (naive logits: 2 x 4 bytes x vocab each)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     quick = args.quick
     lengths = args.lengths or ("128,256,512" if quick else "256,1024,4096,16384")
     hidden = args.hidden or (256 if quick else 1024)
@@ -131,6 +132,8 @@ def main() -> None:
     print(f"llama d={hidden} layers={layers} vocab={args.vocab} on {args.device} {args.dtype}, "
           f"{torch.get_num_threads()} threads; {n_samples} samples x {n_scored} scored positions per length")
     total_exp = total_bare = 0.0
+    out = []
+    row = {"bench": "loss_vs_length", "subject": "loss-vs-length"}
     for u in units:
         experiment(u), bare(u)  # warm-up
         t_exp, t_bare = [], []
@@ -140,8 +143,12 @@ def main() -> None:
         me, mb = statistics.median(t_exp), statistics.median(t_bare)
         total_exp, total_bare = total_exp + me, total_bare + mb
         print(f"  length {u['length']:>6}: experiment {me:.4f} s, bare forward {mb:.4f} s, ratio {me / mb:.3f}")
+        out.append({**row, "tokens": u["length"], "metric": "time / bare (body)", "value": me / mb,
+                    "seconds": me, "bare_seconds": mb})
     print(f"time: experiment {total_exp:.4f} s, bare forward {total_bare:.4f} s, "
           f"ratio {total_exp / total_bare:.3f} (target <= 1.10)")
+    out.append({**row, "tokens": None, "metric": "time / bare (body), all lengths", "value": total_exp / total_bare,
+                "target": "<= 1.1", "ok": total_exp / total_bare <= 1.10})
 
     # memory: the largest batch of windows, scored both ways
     longest = batches[max(batches)][0]  # the longest windows, as many as fit the memory budget
@@ -162,6 +169,10 @@ def main() -> None:
     m_ours, m_naive = _peak_bytes(ours, args.device), _peak_bytes(naive, args.device)
     print(f"memory for {big.shape[0]} windows of {big.shape[1]} tokens: experiment {m_ours / 2**20:.1f} MiB, "
           f"naive full logits {m_naive / 2**20:.1f} MiB, {m_naive / max(m_ours, 1):.1f}x less (target >= 4)")
+    saving = m_naive / max(m_ours, 1)
+    out.append({**row, "tokens": int(big.shape[1]), "metric": "peak mem: naive logits / experiment", "value": saving,
+                "target": ">= 4", "ok": saving >= 4})
+    return out
 
 
 if __name__ == "__main__":

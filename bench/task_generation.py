@@ -145,19 +145,20 @@ def fills(tokens: list[int], budget: int, length: int) -> tuple[float, float]:
     return statistics.mean(f), min(f)
 
 
-def main() -> None:
+def main(argv=None) -> list[dict]:
+    """Print the table; return one row per (task, length, figure) for ``python -m bench``."""
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="small run (under 30 s): 10 samples, 4K and 16K")
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--lengths", default="4096,16384,65536")
     p.add_argument("--vocab", type=int, default=4096)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     n, lengths = (10, [4096, 16384]) if args.quick else (args.n, [int(x) for x in args.lengths.split(",")])
     t0 = time.perf_counter()
     tok = train_tokenizer(1024 if args.quick else args.vocab, 300_000 if args.quick else 2_000_000)
     print(f"tokenizer: byte-level BPE, vocab {len(tok)}, trained in {time.perf_counter() - t0:.1f} s; {n} samples")
     print(f"{'task':16} {'L':>6} {'ours/s':>8} {'ruler/s':>8} {'ratio':>6} {'fill ours':>16} {'fill ruler':>16}")
-    ratios, our_fills = [], []
+    ratios, our_fills, out = [], [], []
     for length in lengths:
         for task in TASKS:
             from ctxlens.tasks import dataset
@@ -175,8 +176,14 @@ def main() -> None:
             our_fills += [s.fill for s in ours]
             print(f"{task:16} {length:>6} {n / t_ours:>8.1f} {n / t_ruler:>8.1f} {t_ruler / t_ours:>6.1f} "
                   f"{f_ours[0]:>8.4f}/{f_ours[1]:.4f} {f_ruler[0]:>8.4f}/{f_ruler[1]:.4f}")
+            row = {"bench": "task_generation", "subject": task, "tokens": length}
+            out += [{**row, "metric": "speed: ours / RULER-style", "value": t_ruler / t_ours, "target": ">= 10",
+                     "ok": t_ruler / t_ours >= 10, "samples_per_s": n / t_ours},
+                    {**row, "metric": "fill (mean)", "value": f_ours[0], "target": ">= 0.995", "ok": f_ours[0] >= 0.995},
+                    {**row, "metric": "fill (min)", "value": f_ours[1], "target": ">= 0.99", "ok": f_ours[1] >= 0.99}]
     print(f"speed ratio: median {statistics.median(ratios):.1f}, min {min(ratios):.1f} (target >= 10); "
           f"our fill: mean {statistics.mean(our_fills):.4f}, min {min(our_fills):.4f} (targets 0.995 / 0.99)")
+    return out
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ recorder asked for and then calls the base unchanged: no L x L matrix is built.
 
 Families with attention logit soft-capping (gemma2) cannot use sdpa; for them the family's
 own ``eager_attention_forward`` runs, as it would in transformers.
+
+Flash-attention kernels are the exception to the ``ctxlens-<base>`` name: transformers finds the
+kernel to load from the implementation's own name (``flash_attention_2``, a kernels-hub id, ...)
+inside the attention call, so a flash implementation keeps its name and its registry entry is
+wrapped in place by the same recording function (it records only for modules an active
+recorder asked about, so other models are unaffected).
 """
 
 from __future__ import annotations
@@ -39,6 +45,26 @@ def _eager_of(module: torch.nn.Module) -> Callable:
     return sys.modules[type(module).__module__].eager_attention_forward
 
 
+def _recording(name: str, fn: Callable) -> Callable:
+    """``fn`` preceded by handing (module, q, k) to the active recorders."""
+    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        for rec in _RECORDERS:
+            rec.record(module, query, key)
+        return fn(module, query, key, value, attention_mask, *args, **kwargs)
+
+    attention.__name__ = f"ctxlens_{name}_attention"
+    attention._ctxlens_wraps = fn
+    return attention
+
+
+def wrap_in_place(name: str) -> str:
+    """Make the registered attention function ``name`` record q/k (once); returns ``name``."""
+    fn = ALL_ATTENTION_FUNCTIONS[name]
+    if getattr(fn, "_ctxlens_wraps", None) is None:
+        ALL_ATTENTION_FUNCTIONS.register(name, _recording(name, fn))
+    return name
+
+
 def _make(base: str) -> Callable:
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         # query: [batch, heads, q_len, head_dim] post-RoPE; key/value: [batch, kv_heads, k_len, head_dim]
@@ -67,6 +93,11 @@ def install(model, base: str | None = None) -> str:
     current = model.config._attn_implementation or "sdpa"
     if current.startswith(PREFIX):
         return current
+    if "flash" in (base or current):
+        name = wrap_in_place(base or current)
+        if name != current:
+            model.set_attn_implementation(name)
+        return name
     name = register(base or current)
     model.set_attn_implementation(name)
     return name

@@ -4,7 +4,8 @@ A ``CaptureRequest`` names layers and positions; ``run_capture`` installs hooks 
 ``x[:, positions]`` as each layer runs, records post-RoPE q/k through the registered attention
 function (``ctxlens.lm.attention``), and stops the forward after the deepest layer anyone
 asked for. Memory grows with ``len(layers) x len(positions) x d_model``, not with
-sequence length x layers.
+sequence length x layers. On a model split over several devices by a device map, every slice
+goes to the CPU as soon as it is taken (``ctxlens.lm.placement.capture_device``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
+from ctxlens.lm import placement
 
 
 class _Stop(Exception):
@@ -150,8 +152,11 @@ def run_capture(
     residual/block: layers ("all", a list, or None) whose residual-after-mixer / block output
     to keep at ``positions``; qk: layers whose post-RoPE queries (at ``query_positions``) and
     keys (at ``key_positions``) to keep. Positions may be negative (counted from the end).
+    out_device: where slices go (default: where they were computed; the CPU for a model split
+    over several devices).
     """
     seq = input_ids.shape[1]
+    out_device = placement.capture_device(lm.model, out_device)
     n_layers = lm.n_layers
     res_layers, blk_layers = _layer_list(residual, n_layers), _layer_list(block, n_layers)
     qk_layers = _layer_list(qk, n_layers)
@@ -222,6 +227,8 @@ def run_capture(
             h.remove()
         if recorder is not None:
             attn_fn.pop(recorder)
+        if out_device is not None:
+            placement.synchronize()  # slices copied without blocking are complete before anyone reads them
     missing = [layer for layer in qk_layers if layer not in cap.queries]
     if missing:
         raise CtxlensError(

@@ -15,6 +15,7 @@ import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.lm.placement import execution_device
 
 ROPE_TYPES = ("default", *ROPE_INIT_FUNCTIONS)
 
@@ -64,7 +65,9 @@ def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict |
     config.rope_parameters = edited_parameters(params, theta, scaling)
     try:
         config.validate_rope()
-        built = [(name, _build(type(m), config, next(iter(m.buffers())).device)) for name, m in mods]
+        # each new module goes where the old one computed (its accelerate hook's device for a
+        # dispatched model, whose offloaded buffers may sit on "meta")
+        built = [(name, _build(type(m), config, execution_device(m))) for name, m in mods]
     except (ValueError, KeyError, TypeError) as err:
         tried, config.rope_parameters = config.rope_parameters, old
         raise CtxlensError(
