@@ -20,7 +20,7 @@ from pathlib import Path
 from ctxlens.core.errors import CtxlensError, suggest
 
 CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options")
-MODEL_OPTIONS = ("dtype", "device", "device_map", "attn_implementation", "trust_remote_code", "revision",
+MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision",
                  "rope_theta", "rope_scaling", "allow_extrapolation")
 
 
@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--config", help="YAML file with the same options")
     r.add_argument("--dtype", help="float32 | bfloat16 | float16 | auto")
     r.add_argument("--device", help="cpu | cuda | cuda:N")
-    r.add_argument("--device-map", help="e.g. auto (accelerate placement across devices)")
+    r.add_argument("--device-map", help="auto (accelerate placement across devices), a device, or JSON {module: device}")
+    r.add_argument("--offload-folder", help="folder for the weights a device map offloads to 'disk'")
     r.add_argument("--attn-implementation", help="sdpa (default) | eager | flash_attention_2 ...")
     r.add_argument("--trust-remote-code", action="store_true", default=None, help="allow model code from the hub")
     r.add_argument("--revision", help="hub revision")

@@ -36,6 +36,8 @@ class DistanceSums:
     def add(self, layer: int, distance: torch.Tensor, dominant: torch.Tensor, valid: torch.Tensor) -> None:
         """distance [H, ...] (int), dominant [H, ...], valid [H, ...] (bool) of one layer."""
         li = self.layers.index(layer)
+        dev = self.sums[li].device  # layers of a device-mapped model arrive from several devices
+        distance, dominant, valid = distance.to(dev), dominant.to(dev), valid.to(dev)
         d = distance.reshape(self.n_heads, -1).clamp(0, self.max_len - 1)
         w = valid.reshape(self.n_heads, -1)
         self.sums[li].scatter_add_(1, d, dominant.reshape(self.n_heads, -1).double() * w)

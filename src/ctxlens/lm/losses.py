@@ -20,7 +20,8 @@ def nll_from_hidden(
 ) -> torch.Tensor:
     """hidden [batch, n, d_model], targets [batch, n] -> nats [batch, n] (float32)."""
     b, n, _ = hidden.shape
-    chunk = chunk or chunk_size(head.weight.shape[0], b)
+    # at least 4 chunks, so a short input never holds its logits and their log-softmax at once
+    chunk = chunk or min(chunk_size(head.weight.shape[0], b), max(1, -(-n // 4)))
     out = torch.empty(b, n, dtype=torch.float32, device=hidden.device)
     for s in range(0, n, chunk):
         logits = head(hidden[:, s : s + chunk])  # [batch, chunk, vocab]

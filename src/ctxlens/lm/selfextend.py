@@ -187,6 +187,9 @@ def _overrides(lm) -> list[_Override]:
 def _install(lm) -> None:
     _register()
     current = lm.model.config._attn_implementation
+    if "flash" in str(current):
+        raise CtxlensError(f"SelfExtend and RoPE-pair ablation need q and k before attention, which "
+                           f"'{current}' does not expose; load the model with --attn-implementation sdpa.")
     if current != NAME:
         object.__setattr__(lm.model, _PREVIOUS, current)
         lm.model.set_attn_implementation(NAME)

@@ -22,7 +22,7 @@ from ctxlens.runner.store import RunStore, committed_units, log_names
 
 log = logging.getLogger(__name__)
 
-LOAD_KEYS = ("dtype", "device", "device_map", "attn_implementation", "trust_remote_code", "revision")
+LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
 
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
