@@ -94,6 +94,10 @@ BAD = {
     "no model": ["run", "token-loss"],
     "family cannot": ["run", "rope-dims", "--model", "{mamba}"],
     "bad config file": ["run", "--config", "{badyaml}"],
+    "no chat template": ["run", "ruler", "--model", "zoo:random-llama", "--template", "chat", "--lengths", "512",
+                         "--tasks", "niah_single_1", "--n-samples", "1"],
+    "missing QA file": ["run", "ruler", "--model", "zoo:random-llama", "--lengths", "2048", "--tasks", "qa_1",
+                        "--squad", "no/such/squad.json", "--n-samples", "1"],
 }
 
 

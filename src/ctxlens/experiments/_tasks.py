@@ -117,7 +117,8 @@ def rows_for(lm, config: TaskOptions, cache: dict, batch: list[Sample], visible:
 
 
 def flagged(err: CtxlensError) -> list[dict]:
-    """The one row of a unit whose prompts cannot be built (e.g. the length is too short)."""
+    """The one row of a unit whose prompts cannot be built at its length (``TooShort``); every other
+    error (a missing file, no chat template) stops the run with its sentence."""
     return [{"sample": None, "score": None, "flag": str(err)}]
 
 

@@ -9,6 +9,8 @@ sentence or line boundary nearest the depth in tokens; rows record target and re
 
 from __future__ import annotations
 
+from ctxlens.tasks.base import TooShort
+
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
@@ -53,7 +55,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     extra = needle_options(config.haystack, config.key, config.value, unit["depth"])
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache, extra)
-    except CtxlensError as err:
+    except TooShort as err:
         return flagged(err)
     return rows_for(lm, config, cache, batch)
 

@@ -8,6 +8,8 @@ is RULER's noise haystack (one sentence group repeated), ``essay`` running prose
 
 from __future__ import annotations
 
+from ctxlens.tasks.base import TooShort
+
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
@@ -50,7 +52,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     extra = needle_options(HAYSTACKS[unit["haystack"]], unit["key"], unit["value"], unit["depth"])
     try:
         batch = samples(lm, config, "niah_single_2", unit["length"], cache, extra)
-    except CtxlensError as err:
+    except TooShort as err:
         return flagged(err)
     return rows_for(lm, config, cache, batch)
 

@@ -10,6 +10,8 @@ unit is a (gamma, fraction) batch; rows record the golden document's distance to
 
 from __future__ import annotations
 
+from ctxlens.tasks.base import TooShort
+
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
@@ -44,7 +46,7 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache, {"gamma": float(unit["gamma"])})
-    except CtxlensError as err:
+    except TooShort as err:
         return flagged(err)
     # the same visible count for every sample, so that the truncated prompts batch together
     visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))

@@ -10,9 +10,10 @@ effective length (``ctxlens.tasks.scoring.effective_length`` with ``threshold``)
 
 from __future__ import annotations
 
+from ctxlens.tasks.base import TooShort
+
 from dataclasses import dataclass, field
 
-from ctxlens.core.errors import CtxlensError
 from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
@@ -40,7 +41,7 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache)
-    except CtxlensError as err:
+    except TooShort as err:
         return flagged(err)
     return rows_for(lm, config, cache, batch)
 

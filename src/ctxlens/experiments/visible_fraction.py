@@ -10,6 +10,8 @@ takes the optimal length per task from the rows (``ctxlens.tasks.scoring.optimal
 
 from __future__ import annotations
 
+from ctxlens.tasks.base import TooShort
+
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
@@ -42,7 +44,7 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache)
-    except CtxlensError as err:
+    except TooShort as err:
         return flagged(err)
     # the same visible count for every sample, so that the truncated prompts batch together
     visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))

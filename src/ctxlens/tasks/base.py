@@ -127,8 +127,12 @@ def get_task(name: str) -> Task:
     return TASKS[name]
 
 
+class TooShort(CtxlensError):
+    """A task cannot be built at one length (other lengths of the same run may work)."""
+
+
 def too_short(setup: Setup, needed: int) -> CtxlensError:
-    return CtxlensError(
+    return TooShort(
         f"Task '{setup.task.name}' needs more than {setup.length} tokens with this tokenizer (its prompt without "
         f"haystack plus a {setup.budget}-token budget takes {needed}); use lengths of at least {needed} or a "
         "smaller --max-new-tokens."

@@ -70,8 +70,13 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
     _check_positive("n", n)
     options = dict(options or {})
     budget = spec.budget if budget is None else int(budget)
-    if budget < 1 or budget >= length:
-        raise CtxlensError(f"The generation budget ({budget}) must be at least 1 and below the length ({length}).")
+    if budget < 1:
+        raise CtxlensError(f"The generation budget ({budget}) must be at least 1; pass a positive --max-new-tokens.")
+    if budget >= length:
+        from ctxlens.tasks.base import TooShort
+
+        raise TooShort(f"The generation budget ({budget}) must be below the length ({length}); use longer lengths "
+                       "or a smaller --max-new-tokens.")
     encoder = encoder_for(tokenizer)
     frame = frame_for(tokenizer, template)
     key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
