@@ -13,8 +13,8 @@ BENCHES = (
     "loss_vs_length",
     "dominant_dimension",
     "anisotropy",
-    "task_generation",
+    "taskgen",
     "train_throughput",
 )
 # ``--quick``: the experiment table at 1K tokens plus the anisotropy and task-generation figures
-QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "task_generation")
+QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "taskgen")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench import BENCHES, QUICK
 
-NO_DEVICE_OPTION = {"task_generation"}  # CPU-only tokenisation
+NO_DEVICE_OPTION = {"taskgen"}  # CPU-only tokenisation
 
 
 def _child(name: str, rows_path: str, argv: list[str]) -> int:

@@ -11,7 +11,7 @@ Prints, per task and length: samples per second of each, the speed ratio, and th
 (prompt tokens + budget) / L of each (mean and min). Targets: ratio >= 10, mean fill >= 0.995,
 min fill >= 0.99.
 
-    python bench/task_generation.py [--quick] [--n 100] [--lengths 4096,16384,65536] [--vocab 4096]
+    python bench/taskgen.py [--quick] [--n 100] [--lengths 4096,16384,65536] [--vocab 4096]
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def main(argv=None) -> list[dict]:
             our_fills += [s.fill for s in ours]
             print(f"{task:16} {length:>6} {n / t_ours:>8.1f} {n / t_ruler:>8.1f} {t_ruler / t_ours:>6.1f} "
                   f"{f_ours[0]:>8.4f}/{f_ours[1]:.4f} {f_ruler[0]:>8.4f}/{f_ruler[1]:.4f}")
-            row = {"bench": "task_generation", "subject": task, "tokens": length}
+            row = {"bench": "taskgen", "subject": task, "tokens": length}
             out += [{**row, "metric": "speed: ours / RULER-style", "value": t_ruler / t_ours, "target": ">= 10",
                      "ok": t_ruler / t_ours >= 10, "samples_per_s": n / t_ours},
                     {**row, "metric": "fill (mean)", "value": f_ours[0], "target": ">= 0.995", "ok": f_ours[0] >= 0.995},
