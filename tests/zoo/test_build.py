@@ -33,13 +33,19 @@ def test_zoo_specs_are_matched_in_size(name):
     assert 0.7e6 <= params <= 2.0e6
 
 
-def test_train_save_and_load_as_zoo_model(capsys):
-    with pytest.raises(CtxlensError, match="ctxlens zoo train rope"):
-        ctxlens.load("zoo:rope")
+def test_train_save_and_load_as_zoo_model(capsys, monkeypatch, tmp_path):
+    import ctxlens.zoo.registry as registry
+
+    with monkeypatch.context() as m:
+        m.setattr(registry, "SHIPPED", tmp_path / "no-shipped-checkpoints")
+        with pytest.raises(CtxlensError, match="ctxlens zoo train rope"):
+            ctxlens.load("zoo:rope")
     rec = train_zoo_model(ZOO["rope"], home() / "zoo" / "rope", QUICK, log=lambda *_: None)
     assert rec["steps_run"] == 4 and rec["params"] > 0 and len(rec["history"]) == 2
     assert rec["retrieval"][0]["n"] == 2 and 0 <= rec["retrieval"][0]["accuracy"] <= 1
+    # the shipped checkpoints are back; the user's own training still comes first
     lm = ctxlens.load("zoo:rope")
+    assert registry.trained_path("rope") == home() / "zoo" / "rope"
     assert lm.family.name == "llama" and lm.tokenizer is not None
     ids = torch.tensor([list(b"The code for the red door is 1234.")])
     assert lm.token_losses(ids).isfinite().all()
