@@ -6,15 +6,27 @@ RoPE base 4000, input of 60 context tokens plus one task token; trained on 10M s
 epochs (Appendix C.4), half unmasked and half with ``ctl`` uniform in 10..60; its validation loss at
 each context length is within about 0.001 nats of the minimum (Table 1). ``ParitySpec.paper()``
 is that model and data; the default ``ParitySpec()`` is a CPU-sized Llama (see its fields) on the
-same data, trained the same way for far fewer samples.
+same data and the same masking mixture, trained for far fewer samples.
 
 Loss is the cross-entropy of the label predicted after reading the task token (the only scored
-position). For each context length the record holds the validation loss, the exact Bayes risk,
-``gap = loss - bayes_risk`` and ``paired_gap``, the mean over the same samples of
-``CE_i - CE_Bayes,i`` (``CE_Bayes,i`` is log 2 when the sample's task is not fully visible, else 0),
-which has the same expectation as ``gap`` without the sampling noise of the task mix.
+position; ``label_logits`` computes just that position in the last layer). For each context length
+the record holds the validation loss, the exact Bayes risk, ``gap = loss - bayes_risk`` and
+``paired_gap``, the mean over the same samples of ``CE_i - CE_Bayes,i`` (``CE_Bayes,i`` is log 2 when
+the sample's task is not fully visible, else 0), which has the same expectation as ``gap`` without
+the sampling noise of the task mix.
 
-    python -m ctxlens.zoo.parity_train --out results/parity.json
+On a CPU this does not reach the paper's agreement. Each task is the XOR of two bits that the
+task token's attention must find among 60: no single bit says anything about the label, so the
+model sits at ln 2 until it attends to both bits at once (a long plateau), and it must do so for
+every task separately, rare ones included (a task whose farther bit is bit 49 is about 0.5% of
+the samples). In probes, a 1-layer model at learning rate 3e-4 learned one fixed pair after about
+100k samples, while 3e-3 and 1e-2 never left the plateau; on the full mixture the default left it
+after about 6k steps of 128 and was still 0.12 (ctl 17) to 0.40 (ctl 50) nats above the Bayes risk
+after 25k steps (3.2M samples, about 24 minutes on one shared CPU thread), against the paper's
+1.25G samples. That run is ``results/parity_table1.json``; ``tests/zoo/test_parity_result.py``
+checks it.
+
+    python -m ctxlens.zoo.parity_train --out results/parity.json --threads 1
 """
 
 from __future__ import annotations
@@ -38,21 +50,21 @@ TABLE1_CTLS = (17, 20, 23, 25, 28, 30, 35, 40, 50)  # seed 001, Appendix C.4, Ta
 
 @dataclass
 class ParitySpec:
-    """Model, optimisation and evaluation settings (defaults: the CPU setting recorded in
-    ``results/parity_table1.json``)."""
+    """Model, optimisation and evaluation settings (defaults: the CPU run recorded in
+    ``results/parity_table1.json``; the test there requires them to stay equal)."""
 
     hidden: int = 64
     layers: int = 1
     heads: int = 4
-    ffn: int = 256
+    ffn: int = 1024  # only the last position's MLP is computed (label_logits), so width is cheap
     rope_theta: float = 4000.0  # Section 4.3
-    init_std: float = 0.02
-    steps: int = 3000
-    batch: int = 256
-    lr: float = 3e-3
-    warmup: int = 100
+    init_std: float = 0.125  # the transformers default 0.02 never left the parity plateau in probes
+    steps: int = 25000
+    batch: int = 128
+    lr: float = 3e-4  # on one fixed pair, 3e-4 and 1e-3 learned it; 3e-3 and 1e-2 stayed at ln 2
+    warmup: int = 50
     weight_decay: float = 0.1
-    eval_every: int = 250
+    eval_every: int = 1000
     train_ctl: int | None = None  # None: the paper's training mixture; an int: train at that ctl only
     val_size: int = 4000  # model selection, same mixture as training
     test_size: int = 20000  # per evaluated context length
@@ -85,8 +97,31 @@ def build_model(ds: SparseParity, spec: ParitySpec) -> torch.nn.Module:
 
 
 def label_logits(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
-    """Logits [n, V] at the last position (after the task token); input_ids [n, L+1]."""
-    return model(input_ids=input_ids, use_cache=False, logits_to_keep=1).logits[:, -1]
+    """Logits [n, V] at the last position (after the task token); input_ids [n, L+1].
+
+    The same function as ``model(input_ids).logits[:, -1]`` for a Llama, computed without the
+    work the label does not need: the last layer's queries, attention output and MLP only at the
+    last position (every layer still reads keys and values at every position)."""
+    from transformers.models.llama.modeling_llama import rotate_half
+
+    m = model.model
+    n, s = input_ids.shape
+    x = m.embed_tokens(input_ids)  # [n, S, d]
+    cos, sin = m.rotary_emb(x, torch.arange(s, device=x.device)[None])  # [1, S, hd] each
+    for i, layer in enumerate(m.layers):
+        last = i == len(m.layers) - 1
+        att = layer.self_attn
+        h = layer.input_layernorm(x)  # [n, S, d]
+        split = lambda t: t.view(n, t.shape[1], -1, att.head_dim).transpose(1, 2)  # noqa: E731  [n, H, S', hd]
+        q = split(att.q_proj(h[:, -1:] if last else h))  # [n, H, Sq, hd]
+        k, v = split(att.k_proj(h)), split(att.v_proj(h))  # [n, H, S, hd]
+        sq = q.shape[2]
+        q = q * cos[:, None, -sq:] + rotate_half(q) * sin[:, None, -sq:]
+        k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=not last, scale=att.scaling)
+        x = (x[:, -1:] if last else x) + att.o_proj(o.transpose(1, 2).reshape(n, sq, -1))  # [n, Sq, d]
+        x = x + layer.mlp(layer.post_attention_layernorm(x))
+    return model.lm_head(m.norm(x[:, -1]))  # [n, V]
 
 
 def last_token_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

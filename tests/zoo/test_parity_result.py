@@ -1,0 +1,98 @@
+"""The recorded parity-transformer result vs the exact Bayes risk (seed 001, Section 4.3, Appendix C.4,
+Table 1), and the training script it came from.
+
+``src/ctxlens/zoo/results/parity_table1.json`` is written by ``python -m ctxlens.zoo.parity_train``
+(about 20 minutes on one CPU thread, so it is recorded, not rerun here). These tests recompute
+everything they compare from the current code and the paper, never from the file: the Bayes risk of
+every row from ``SparseParity.paper()`` (itself checked against Table 1's printed column), the
+dataset and training settings from the current defaults.
+"""
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+
+import ctxlens.zoo.parity_train as pt
+from ctxlens.data.sparse_parity import SparseParity
+
+RESULT = Path(pt.__file__).parent / "results" / "parity_table1.json"
+TABLE1_MIN_CE = {17: 0.4643, 20: 0.3988, 23: 0.3437, 25: 0.3116, 28: 0.2686, 30: 0.2429, 35: 0.1864,
+                 40: 0.1387, 50: 0.0612}  # seed 001, Appendix C.4, Table 1, "Minimum CE Loss Calculated"
+TOLERANCE = 0.01  # issue 3 part 4: within 0.01 nats of the Bayes risk at every listed length
+
+
+@pytest.fixture(scope="module")
+def record():
+    return json.loads(RESULT.read_text())
+
+
+def test_record_is_of_the_current_dataset_and_settings(record):
+    ds = SparseParity.paper()
+    assert record["dataset"] == {k: getattr(ds, k) for k in record["dataset"]}
+    assert set(record["dataset"]) == {"n_bits", "tasks_per_bit", "first_max_bit", "alpha", "mask_fraction",
+                                      "min_ctl", "seed"}
+    spec = asdict(pt.ParitySpec())
+    recorded = dict(record["spec"])
+    assert recorded.pop("threads") == 1  # the run used one CPU thread; the default leaves torch's
+    spec.pop("threads")
+    assert recorded == spec
+    assert record["spec"]["train_ctl"] is None  # trained on the paper's masking mixture
+    assert [r["ctl"] for r in record["rows"]] == list(pt.TABLE1_CTLS) == sorted(TABLE1_MIN_CE)
+
+
+def test_recorded_rows_are_the_exact_bayes_risk_and_an_honest_loss(record):
+    ds = SparseParity.paper()
+    for row in record["rows"]:
+        ctl = row["ctl"]
+        risk = ds.bayes_risk(ctl)  # recomputed, not read from the file
+        assert risk == pytest.approx(TABLE1_MIN_CE[ctl], abs=5e-4)  # and it is the paper's column
+        assert row["bayes_risk"] == pytest.approx(risk, abs=1e-12)
+        assert row["gap"] == pytest.approx(row["loss"] - risk, abs=1e-12)
+        assert row["n"] >= 10_000
+        # a loss far below the minimum would mean the test data leaked; the task-mix sampling
+        # noise of the mean over n samples is below 0.004 nats (std of CE <= ln2 / 2)
+        assert row["loss"] - risk > -4 * (math.log(2) / 2) / math.sqrt(row["n"]), ctl
+
+
+@pytest.mark.xfail(strict=True, reason="issue 3 part 4 is not met by the recorded CPU run: after 25k steps "
+                   "(about 24 minutes on one shared CPU thread) the loss is still 0.12-0.40 nats above the Bayes "
+                   "risk; record a run that meets it and this marker must go (strict)")
+def test_recorded_loss_is_within_tolerance_of_the_bayes_risk_at_every_table1_length(record):
+    ds = SparseParity.paper()
+    gaps = {row["ctl"]: row["loss"] - ds.bayes_risk(row["ctl"]) for row in record["rows"]}
+    assert sorted(gaps) == sorted(TABLE1_MIN_CE)
+    assert all(g <= TOLERANCE for g in gaps.values()), {c: round(g, 4) for c, g in gaps.items()}
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_label_logits_equal_the_full_forward(layers):
+    """The training forward skips work the label does not need; it must equal transformers' own."""
+    ds = SparseParity.paper()
+    model = pt.build_model(ds, pt.ParitySpec(layers=layers, ffn=64)).eval()
+    ids = ds.sample(16, seed=3)["input_ids"]  # [16, 61]
+    with torch.no_grad():
+        full = model(input_ids=ids).logits[:, -1]  # [16, V]
+        torch.testing.assert_close(pt.label_logits(model, ids), full, atol=1e-5, rtol=1e-5)
+
+
+def test_a_brief_run_of_the_script_reduces_the_loss(tmp_path):
+    """Exercises the script end to end (train, evaluate, write JSON). A brief run does not leave the
+    parity plateau; it learns that the answer is one of the two bit tokens, which takes the loss
+    from the untrained model's (measured here, independently of the script) to near ln 2."""
+    args = ["--out", str(tmp_path / "r.json"), "--steps", "40", "--batch", "32", "--eval-every", "20",
+            "--val-size", "256", "--test-size", "256", "--lr", "3e-3", "--ctl", "17", "50", "--threads", "1"]
+    record = pt.main(args)
+    spec = pt.ParitySpec(**{**asdict(pt.ParitySpec()), "steps": 40, "batch": 32, "val_size": 256})
+    ds = SparseParity.paper()
+    untrained = pt.build_model(ds, spec).eval()
+    val = ds.sample(512, seed=12_345)  # [512, 61], mixture
+    with torch.no_grad():
+        before = float(pt.last_token_loss(untrained, val))
+    assert before > 1.0  # logits spread over the whole vocabulary
+    assert record["best_val"] < math.log(2) + 0.05 < before
+    assert json.loads((tmp_path / "r.json").read_text())["rows"][0]["ctl"] == 17
+    assert [h["step"] for h in record["history"]] == [20, 40]
