@@ -54,6 +54,7 @@ have their farthest ``X`` bits masked, ``X`` uniform in ``0 .. L - min_ctl`` (th
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -95,6 +96,8 @@ class SparseParity:
             raise CtxlensError(f"first_max_bit must be in 1..n_bits-1 (got {lo} with n_bits={L}).")
         if not (1 <= k <= lo):
             raise CtxlensError(f"tasks_per_bit must be in 1..first_max_bit={lo} so every task has distinct bits (got {k}).")
+        if not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise CtxlensError(f"The dataset seed must be a non-negative integer (got {self.seed!r}); pass 0 or more.")
         if self.min_ctl is None:
             object.__setattr__(self, "min_ctl", lo)
         if not (0.0 <= self.mask_fraction <= 1.0) or not (0 <= self.min_ctl <= L):
