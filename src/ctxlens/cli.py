@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="report.html", help="HTML file; figures go to <name>-figures/ beside it")
     rp.add_argument("--findings", help="JSON list of findings to open the report with")
     rp.add_argument("--threshold", type=float, help="RULER effective-length threshold (default 85.6)")
-    d = sub.add_parser("demo", help="run the demo suite on tiny models")
-    d.add_argument("--out", default="ctxlens-demo")
+    d = sub.add_parser("demo", help="every experiment on the trained zoo, the papers' findings, one report")
+    d.add_argument("--out", default="ctxlens-demo", help="directory for the runs, findings.json and report.html")
+    d.add_argument("--quick", action="store_true", help="a smaller suite (under two minutes) on at most two models")
     z = sub.add_parser("zoo", help="the built-in model zoo: list, or train NAME ...")
     z.add_argument("action", choices=["list", "train"])
     z.add_argument("names", nargs="*", help="zoo models to train (default: all)")
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from ctxlens.demo import demo
 
-            return demo(args.out)
+            return demo(args.out, quick=args.quick)
     except CtxlensError as err:
         if args.debug:
             raise

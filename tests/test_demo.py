@@ -1,0 +1,265 @@
+"""``ctxlens demo --quick`` end to end, and each finding of ``ctxlens.findings`` on hand-made rows.
+
+The finding tests build rows whose verdict is known by applying the stated criterion by hand
+(the arithmetic is in the comments), one set that reproduces the finding and one that does not.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxlens import demo
+from ctxlens import findings as fd
+from ctxlens.cli import main
+from ctxlens.experiments.registry import experiments
+from ctxlens.report.findings import STATUSES, check, discover
+from ctxlens.runner.store import read_rows
+
+ROPE = {"rope": "zoo:rope"}
+
+
+# ------------------------------------------------------------------------------- the demo
+def test_suites_cover_every_experiment():
+    names = set(experiments())
+    assert {s.experiment for s in demo.SUITE} == names
+    assert {s.experiment for s in demo.SUITE if s.quick is not None} == names
+
+
+def test_quick_demo_writes_rows_findings_and_report(tmp_path, monkeypatch, capsys):
+    trained, missing = demo.trained_zoo()
+    if not trained:  # no checkpoint shipped: random weights stand in for zoo:rope
+        trained, missing = {"rope": "zoo:random-llama"}, [n for n in demo.ZOO_NAMES if n != "rope"]
+        monkeypatch.setattr(demo, "trained_zoo", lambda: (dict(trained), list(missing)))
+    used = demo._quick_models(trained)
+    out = tmp_path / "demo"
+
+    assert main(["demo", "--quick", "--out", str(out)]) == 0
+
+    printed = capsys.readouterr().out
+    assert Path(printed.strip().splitlines()[-1]) == out / "report.html"
+    for name in missing:
+        assert f"zoo:{name} is not trained; `ctxlens zoo train {name}`" in printed
+    for step in (s for s in demo.SUITE if s.quick is not None):
+        names = demo._names(step, used)
+        if step.models != "own" and not names:
+            assert f"{step.run_name}" in printed and "skipped" in printed
+            continue
+        rows = read_rows(out / step.run_name)
+        assert rows, step.run_name
+        assert {r["experiment"] for r in rows} == {step.experiment}
+        if step.models != "own":
+            assert {r["model"] for r in rows} == {used[n] for n in names}
+    data = json.loads((out / "findings.json").read_text())
+    table = check(data["findings"])  # raises on a missing key or an unknown status
+    assert [f["finding"] for f in table] == [f(fd.Rows([]), {}, {})["finding"] for f, _ in fd.FINDINGS]
+    assert all(f["status"] in STATUSES for f in table)
+    assert not [s for s in data["steps"] if s.get("errors")]
+    if "griffin" not in used and "hybrid" not in used:
+        hybrids = next(f for f in table if f["finding"].startswith("hybrids"))
+        assert hybrids["status"] == "not measured"
+    html = (out / "report.html").read_text()
+    assert all(html.count(f"<td>{f['finding']}</td>") == 1 for f in table)  # each finding shown once
+    assert discover([out / "accs-layers"]) == [out / "findings.json"]  # `ctxlens report DIR` finds them again
+
+
+def test_one_failing_model_does_not_stop_the_others(tmp_path):
+    failed = demo.run_models("token-loss", ["zoo:not-a-model", "zoo:random-llama"], tmp_path / "r",
+                             {"lengths": [16], "n_samples": 1}, {})
+    assert list(failed) == ["zoo:not-a-model"] and failed["zoo:not-a-model"].startswith("CtxlensError")
+    assert {r["model"] for r in read_rows(tmp_path / "r")} == {"zoo:random-llama"}
+
+
+def test_findings_module_reads_rows_without_torch():
+    code = ("import sys; from ctxlens.findings import compute_findings; "
+            "rows = compute_findings([{'experiment': 'accs-layers', 'model': 'zoo:rope', 'length': 512, "
+            "'stream': 'residual', 'layer': 0, 'accs': 0.5}]); "
+            "assert 'torch' not in sys.modules and len(rows) == 10")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------- hand-made rows
+def _layers(values, model="zoo:rope", length=512):
+    return [{"experiment": "accs-layers", "model": model, "length": length, "stream": "residual", "layer": i,
+             "accs": v} for i, v in enumerate(values)]
+
+
+def _boundary(curve: dict, model: str, length=512, layer=3):
+    return [{"experiment": "accs-boundary", "model": model, "length": length, "stream": "residual", "layer": layer,
+             "boundary": b, "accs": v} for b, v in curve.items()]
+
+
+def _run(finding, rows, models, controls=None):
+    return finding(fd.Rows(rows), models, controls or {})
+
+
+def test_accs_depth_reproduced_only_when_accs_falls():
+    falls = _run(fd.accs_falls_with_depth, _layers([0.9, 0.8, 0.75, 0.6]), ROPE)
+    rises = _run(fd.accs_falls_with_depth, _layers([0.6, 0.7, 0.8, 0.9]), ROPE)
+    # spearman of a monotone fall is -1 and last 0.6 < first 0.9: reproduced; a rise: +1, not
+    assert falls["status"] == "reproduced" and rises["status"] == "not reproduced"
+    # rows beyond the training length are not read: only the 512 rows decide
+    mixed = _layers([0.9, 0.8, 0.75, 0.6]) + _layers([0.1, 0.5, 0.9, 1.0], length=2048)
+    assert _run(fd.accs_falls_with_depth, mixed, ROPE)["status"] == "reproduced"
+    control = _run(fd.accs_falls_with_depth, _layers([0.9, 0.8, 0.75, 0.6]) + _layers([0.6, 0.7, 0.8, 0.9], "u"),
+                   ROPE, {"rope": "u"})
+    assert control["status"] == "reproduced" and control[fd.CONTROL] == "zoo:rope: does not show it"
+
+
+def test_accs_depth_not_measured_without_the_model():
+    row = _run(fd.accs_falls_with_depth, _layers([0.9, 0.6]), {})
+    assert row["status"] == "not measured" and "zoo:rope (not trained)" in row["note"]
+
+
+PLATEAU = {0.1: 0.90, 0.3: 0.90, 0.5: 0.88, 0.7: 0.80, 0.9: 0.70, 1.0: 0.50}  # (0.90-0.88)/(0.90-0.50) = 0.05
+STEADY = {0.1: 0.90, 0.3: 0.80, 0.5: 0.70, 0.7: 0.65, 0.9: 0.55, 1.0: 0.50}  # (0.90-0.70)/(0.90-0.50) = 0.5
+FLAT = {0.1: 0.90, 0.5: 0.90, 1.0: 0.95}  # no drop at all: undecided
+
+
+def test_local_plateau_needs_every_measured_model_to_plateau():
+    models = {"mamba2": "m", "alibi": "a"}
+    yes = _run(fd.local_plateau, _boundary(PLATEAU, "m") + _boundary(PLATEAU, "a"), models)
+    no = _run(fd.local_plateau, _boundary(PLATEAU, "m") + _boundary(STEADY, "a"), models)
+    undecided = _run(fd.local_plateau, _boundary(FLAT, "m"), {"mamba2": "m"})
+    assert yes["status"] == "reproduced" and "zoo:mlstm (not trained)" in yes["note"]
+    assert no["status"] == "not reproduced"
+    assert undecided["status"] == "not reproduced" and "undecided" in undecided["note"]
+
+
+def test_hybrid_and_rope_beyond_training_need_a_steady_fall():
+    hybrids = {"griffin": "g", "hybrid": "h"}
+    assert _run(fd.hybrid_no_plateau, _boundary(STEADY, "g") + _boundary(STEADY, "h"), hybrids)["status"] == \
+        "reproduced"
+    assert _run(fd.hybrid_no_plateau, _boundary(STEADY, "g") + _boundary(PLATEAU, "h"), hybrids)["status"] == \
+        "not reproduced"
+    # zoo:rope: only lengths above the training length count; a plateau at 512 is not read
+    rows = _boundary(PLATEAU, "zoo:rope", 512) + _boundary(STEADY, "zoo:rope", 2048)
+    assert _run(fd.rope_no_plateau_beyond_training, rows, ROPE)["status"] == "reproduced"
+    rows = _boundary(STEADY, "zoo:rope", 512) + _boundary(PLATEAU, "zoo:rope", 2048)
+    assert _run(fd.rope_no_plateau_beyond_training, rows, ROPE)["status"] == "not reproduced"
+    assert _run(fd.rope_no_plateau_beyond_training, _boundary(STEADY, "zoo:rope", 512), ROPE)["status"] == \
+        "not measured"
+
+
+def _needles(model: str, length: int, depth: float, hits: int, n: int):
+    return [{"experiment": "niah-depth", "model": model, "length": length, "depth": depth,
+             "score": 100.0 if i < hits else 0.0} for i in range(n)]
+
+
+def test_retrieval_collapse_needs_a_significant_drop():
+    def rows(hits_at, hits_beyond):
+        return _needles("zoo:rope", 512, 50.0, hits_at, 10) + _needles("zoo:rope", 1024, 50.0, hits_beyond, 10)
+
+    # 10/10 vs 0/10: pooled p = 0.5, se = sqrt(.25 * .2) = 0.2236, z = 1 / 0.2236 = 4.47 > 1.645
+    assert _run(fd.retrieval_collapses, rows(10, 0), ROPE)["status"] == "reproduced"
+    # 7/10 vs 4/10: pooled p = 0.55, se = sqrt(.2475 * .2) = 0.2225, z = 0.3 / 0.2225 = 1.35 < 1.645
+    assert _run(fd.retrieval_collapses, rows(7, 4), ROPE)["status"] == "not reproduced"
+    # 8/10 vs 2/10: pooled p = 0.5, z = 0.6 / 0.2236 = 2.68 > 1.645
+    assert _run(fd.retrieval_collapses, rows(8, 2), ROPE)["status"] == "reproduced"
+    nothing = _run(fd.retrieval_collapses, rows(0, 0), ROPE)
+    assert nothing["status"] == "not reproduced" and "undecided" in nothing["note"]
+    flagged = [{"experiment": "niah-depth", "model": "zoo:rope", "length": 1024, "depth": 50.0, "score": None}]
+    assert _run(fd.retrieval_collapses, _needles("zoo:rope", 512, 50.0, 5, 10) + flagged, ROPE)["status"] == \
+        "not measured"
+
+
+def test_lost_in_the_middle_needs_both_ends_above_the_middle():
+    def rows(start, middle, end, n=10):
+        return (_needles("zoo:rope", 512, 0.0, start, n) + _needles("zoo:rope", 512, 50.0, middle, n)
+                + _needles("zoo:rope", 512, 100.0, end, n) + _needles("zoo:rope", 1024, 50.0, n, n))
+
+    # ends 18/20 vs middle 2/10: pooled p = 20/30, se = sqrt(2/9 * (1/20 + 1/10)) = 0.1826, z = 0.7 / 0.1826 = 3.83
+    assert _run(fd.lost_in_the_middle, rows(9, 2, 9), ROPE)["status"] == "reproduced"
+    # one end below the middle is not a U although z is large: ends 25/40 = 0.625 vs middle 6/20 = 0.3,
+    # pooled p = 31/60, se = sqrt(0.2497 * (1/40 + 1/20)) = 0.1368, z = 0.325 / 0.1368 = 2.38 > 1.645; end 0.25 < 0.3
+    assert _run(fd.lost_in_the_middle, rows(20, 6, 5, n=20), ROPE)["status"] == "not reproduced"
+    # ends 12/20 vs middle 5/10: pooled p = 17/30, se = sqrt(0.2456 * 0.15) = 0.1919, z = 0.1 / 0.1919 = 0.52
+    assert _run(fd.lost_in_the_middle, rows(6, 5, 6), ROPE)["status"] == "not reproduced"
+    assert "undecided" in _run(fd.lost_in_the_middle, rows(0, 0, 0), ROPE)["note"]
+
+
+def _parity_losses(table: dict[int, dict[int, float]]):
+    return [{"experiment": "optimal-context", "model": "parity-mlp", "n_train": n, "ctl": c, "seed": 0,
+             "best_val_loss": v} for n, by in table.items() for c, v in by.items()]
+
+
+def test_optimal_context_must_be_interior_and_grow():
+    grows = {500: {12: 0.50, 20: 0.40, 30: 0.45, 60: 0.60},  # optimum 20
+             2000: {12: 0.50, 20: 0.35, 30: 0.30, 60: 0.40},  # optimum 30
+             8000: {12: 0.50, 20: 0.30, 30: 0.20, 60: 0.25}}  # optimum 30: never shrinks, 30 > 20
+    assert _run(fd.optimal_context_grows, _parity_losses(grows), {})["status"] == "reproduced"
+    shrinks = {500: {12: 0.50, 20: 0.45, 30: 0.40, 60: 0.60}, 2000: {12: 0.50, 20: 0.30, 30: 0.40, 60: 0.45}}
+    assert _run(fd.optimal_context_grows, _parity_losses(shrinks), {})["status"] == "not reproduced"
+    at_edge = {500: {12: 0.5, 20: 0.4, 60: 0.3}, 2000: {12: 0.5, 20: 0.4, 60: 0.2}}  # optimum at the longest
+    assert _run(fd.optimal_context_grows, _parity_losses(at_edge), {})["status"] == "not reproduced"
+    assert _run(fd.optimal_context_grows, [], {})["status"] == "not measured"
+
+
+def _fit(experiment: str, model: str, r: float, **coords):
+    return [{"experiment": experiment, "model": model, "stage": "fit", **coords, "quantity": "pearson_r",
+             "value": r}, {"experiment": experiment, "model": model, "stage": "fit", **coords, "quantity": "r2",
+                           "value": r * r}]
+
+
+def test_ce_linear_in_intrinsic_entropy_needs_every_n():
+    def rows(r8, r16):
+        return (_fit("intrinsic-entropy", "zoo:rope", r8, x="intrinsic_entropy", n_eig=8)
+                + _fit("intrinsic-entropy", "zoo:rope", r16, x="intrinsic_entropy", n_eig=16)
+                + _fit("intrinsic-entropy", "zoo:rope", 0.0, x="intrinsic_dimension", threshold=0.05))
+
+    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(-0.99, -0.975), ROPE)["status"] == "reproduced"
+    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(-0.99, -0.9), ROPE)["status"] == "not reproduced"
+    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(0.99, 0.99), ROPE)["status"] == "not reproduced"
+
+
+def test_parity_dimension_fit_at_threshold_one_twentieth():
+    other = _fit("parity-dimension", "parity-mlp", -0.2, threshold=0.25)
+    assert _run(fd.ce_linear_in_dimension_parity, _fit("parity-dimension", "parity-mlp", -0.995, threshold=0.05)
+                + other, {})["status"] == "reproduced"
+    assert _run(fd.ce_linear_in_dimension_parity, _fit("parity-dimension", "parity-mlp", -0.8, threshold=0.05)
+                + other, {})["status"] == "not reproduced"
+    assert _run(fd.ce_linear_in_dimension_parity, other, {})["status"] == "not measured"
+
+
+def _heads(p_values):
+    return [{"experiment": "positional-heads", "model": "zoo:rope", "transform": "none", "kind": "head",
+             "layer": i // 4, "head": i % 4, "rho": 0.5, "p_value": p, "rank": i} for i, p in enumerate(p_values)]
+
+
+def _masking(none: float, top: float, random: list[float]):
+    def row(condition, fraction, draw, score):
+        return {"experiment": "head-masking", "model": "zoo:rope", "transform": "none", "task": "passkey",
+                "condition": condition, "fraction": fraction, "draw": draw, "length": 512, "depth": 0.5,
+                "score": score, "n": 10}
+
+    return [row("none", 0.0, 0, none), row("top", 0.1, 0, top), *(row("random", 0.1, d, s) for d, s in
+                                                                 enumerate(random))]
+
+
+def test_positional_heads_need_a_significant_head_and_a_bigger_hurt():
+    significant = _heads([1e-6] + [0.5] * 15)  # 1e-6 < 0.05 / 16
+    none_significant = _heads([0.01] * 16)  # 0.01 > 0.05 / 16 = 0.003125
+    hurts = _masking(1.0, 0.2, [0.8, 0.9])  # top 0.2 < random mean 0.85
+    spares = _masking(1.0, 0.9, [0.5, 0.6])
+    assert _run(fd.positional_heads_matter, significant + hurts, ROPE)["status"] == "reproduced"
+    assert _run(fd.positional_heads_matter, significant + spares, ROPE)["status"] == "not reproduced"
+    assert _run(fd.positional_heads_matter, none_significant + hurts, ROPE)["status"] == "not reproduced"
+    blind = _run(fd.positional_heads_matter, significant + _masking(0.0, 0.0, [0.0]), ROPE)
+    assert blind["status"] == "not reproduced" and "undecided" in blind["note"]
+
+
+def test_compute_findings_reports_failed_runs_in_the_notes():
+    table = fd.compute_findings([], models={}, failures={"niah-depth": "CtxlensError: boom"})
+    assert len(table) == len(fd.FINDINGS) and all(f["status"] == "not measured" for f in table)
+    notes = {f["finding"]: f["note"] for f in table}
+    assert "the niah-depth run failed (CtxlensError: boom)" in notes["lost in the middle"]
+    assert "failed" not in notes["ACCS falls with layer depth"]
+    check(table)
+
+
+@pytest.mark.parametrize("finding", [f for f, _ in fd.FINDINGS])
+def test_every_finding_cites_its_paper_and_criterion(finding):
+    doc = finding.__doc__
+    assert "Seed 00" in doc and "Criterion" in doc
