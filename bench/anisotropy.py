@@ -15,16 +15,12 @@ against a brute-force Gram matrix over the first ``--brute`` rows.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
+from ctxlens.core.timing import timed_value as timed
+
 from ctxlens.metrics.geometry import AnisotropyAccumulator
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def make_vectors(n: int, d: int, device: str, seed: int = 0) -> torch.Tensor:
@@ -64,14 +60,6 @@ def brute(x: torch.Tensor) -> float:
     gram = u @ u.T  # [m, m]
     m = u.shape[0]
     return float((gram.sum() - gram.diagonal().sum()) / (m * (m - 1)))
-
-
-def timed(fn, device: str):
-    _sync(device)
-    t = time.perf_counter()
-    value = fn()
-    _sync(device)
-    return value, time.perf_counter() - t
 
 
 def main(argv=None) -> list[dict]:

@@ -12,26 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 from transformers import AutoModelForCausalLM
 
+from ctxlens.core.timing import timed
 from ctxlens.lm import from_model
 from ctxlens.lm.tiny import tiny_config
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(fn, device: str) -> float:
-    _sync(device)
-    t = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t
 
 
 def main(argv=None) -> list[dict]:

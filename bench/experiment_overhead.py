@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from ctxlens.core.timing import timed
 
 TARGET_TIME = {"cpu": 1.15, "cuda": 1.10}
 TARGET_MEMORY = 1.2
@@ -130,19 +131,6 @@ def build_lm(device: str, dtype: torch.dtype, args):
 
 
 # -- measuring ---------------------------------------------------------------------------------
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def timed(fn, device: str) -> float:
-    _sync(device)
-    t = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t
-
 
 def peak_bytes(fn, device: str) -> int:
     """Peak bytes of tensors ``fn`` holds on top of what was allocated before it ran."""

@@ -18,28 +18,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+
+from ctxlens.core.timing import timed as _timed
 from transformers import AutoModelForCausalLM
 
 from ctxlens.experiments import loss_vs_length as E
 from ctxlens.experiments.base import make_config
 from ctxlens.lm import from_model
 from ctxlens.lm.tiny import tiny_config
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def _timed(fn, device: str) -> float:
-    _sync(device)
-    t = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - t
 
 
 def _peak_bytes(fn, device: str) -> int:
