@@ -244,6 +244,7 @@ def demo(out: str | Path = "ctxlens-demo", quick: bool = False, models: dict[str
     from ctxlens.core.errors import CtxlensError
     from ctxlens.findings import compute_findings
     from ctxlens.report import build_report
+    from ctxlens.report.findings import STATUSES
     from ctxlens.results import is_run_dir
 
     hf_logging.disable_progress_bar()
@@ -273,7 +274,7 @@ def demo(out: str | Path = "ctxlens-demo", quick: bool = False, models: dict[str
     (out / "findings.json").write_text(json.dumps({"findings": findings, "models": models, "controls": controls,
                                                     "quick": quick, "steps": log}, indent=1, default=str) + "\n")
     report = build_report(runs, out / "report.html", findings=findings, title="ctxlens demo")
-    counts = {s: sum(f["status"] == s for f in findings) for s in ("reproduced", "not reproduced", "not measured")}
+    counts = {s: sum(f["status"] == s for f in findings) for s in STATUSES}
     print("\nfindings: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     for f in findings:
         print(f"  {f['status']:<15} {f['finding']}")

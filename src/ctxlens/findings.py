@@ -3,7 +3,7 @@
 ``compute_findings(runs, models=..., controls=...)`` reads run directories (or folders of them)
 and returns the findings table that opens the report (``ctxlens.report.findings``): one row per
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
-reproduced | not measured) and the extra columns ``models`` and ``note`` (and ``untrained control``
+reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and ``untrained control``
 for the ACCS findings). One small function per finding below; each docstring names the paper section
 and the criterion, and every criterion was fixed before any zoo model was measured:
 
@@ -13,10 +13,10 @@ and the criterion, and every criterion was fixed before any zoo model was measur
 
 A finding is measured on the zoo models it is about (``models``: zoo name -> model spec, the
 spec being what the rows' ``model`` column holds). It is "reproduced" when its criterion holds
-on every such model that was measured, "not reproduced" when it fails on one, or when the
-criterion is undecided (the model shows nothing to test: e.g. it retrieves nothing at all; the
-note says so), and "not measured" when none of its models or runs is there (the note says which
-and why). Models that were not measured are listed in the note, so a partial check is visible.
+on every such model that was measured, "not reproduced" when it fails on one, "undecided" when
+it fails on none but some model shows nothing to test (e.g. it retrieves nothing at all, so no
+drop can be seen; the note says which), and "not measured" when none of its models or runs is
+there (the note says which and why). Models that were not measured are listed in the note, so a partial check is visible.
 An untrained copy of a zoo model (``controls``: zoo name -> spec) is a control: a pattern that
 the untrained control shows as well says little about what training taught; it never changes
 the status, it is shown beside it.
@@ -91,10 +91,17 @@ def _verdicts(finding: str, paper: str, expected: str, names: Iterable[str], mod
         notes.append("undecided on " + ", ".join(f"zoo:{n}" for n in undecided) + " (nothing to test; see measured)")
     if absent:
         notes.append("not measured on " + ", ".join(absent))
-    status = "reproduced" if all(v is True for v in verdicts.values()) else "not reproduced"
+    status = _status(list(verdicts.values()))
     extra = {CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None else {}
     return _row(finding, paper, expected, measured, status, [f"zoo:{n}" for n in verdicts], "; ".join(notes),
                 **extra)
+
+
+def _status(verdicts: list[bool | None]) -> str:
+    """One model failing decides "not reproduced"; otherwise any undecided model leaves it undecided."""
+    if any(v is False for v in verdicts):
+        return "not reproduced"
+    return "undecided" if any(v is None for v in verdicts) else "reproduced"
 
 
 def _word(ok: bool | None) -> str:

@@ -34,6 +34,7 @@ table.kv th { color: var(--muted); font-weight: 500; }
 .status.reproduced { background: #d5f2e3; color: #0b5d36; }
 .status.not-reproduced { background: #fbdada; color: #8a1414; }
 .status.not-measured { background: #eceef1; color: #4a525c; }
+.status.undecided { background: #fdf0cf; color: #7a5200; }
 ul.measured { margin: 0; padding-left: 1.1em; }
 section.warnings h2 { color: #8a4b00; }
 """
