@@ -3,8 +3,8 @@
 ``compute_findings(runs, models=..., controls=...)`` reads run directories (or folders of them)
 and returns the findings table that opens the report (``ctxlens.report.findings``): one row per
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
-reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and ``untrained control``
-for the ACCS findings). One small function per finding below; each docstring names the paper section
+reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and
+``untrained control`` for the ACCS findings). One small function per finding below; each docstring names the paper section
 and the criterion, and every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.experiments._accs_findings`` and the Positional
@@ -16,7 +16,8 @@ spec being what the rows' ``model`` column holds). It is "reproduced" when its c
 on every such model that was measured, "not reproduced" when it fails on one, "undecided" when
 it fails on none but some model shows nothing to test (e.g. it retrieves nothing at all, so no
 drop can be seen; the note says which), and "not measured" when none of its models or runs is
-there (the note says which and why). Models that were not measured are listed in the note, so a partial check is visible.
+there (the note says which and why). Models that were not measured are listed in the note, so
+a partial check is visible.
 An untrained copy of a zoo model (``controls``: zoo name -> spec) is a control: a pattern that
 the untrained control shows as well says little about what training taught; it never changes
 the status, it is shown beside it.
