@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
+from ctxlens.data.copy_windows import copy_windows
 from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
 from ctxlens.zoo.tokenizer import byte_tokenizer
 from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
@@ -39,6 +40,24 @@ def _val_windows(recipe: Recipe, tok) -> torch.Tensor:
     n = recipe.val_windows * recipe.seq_len
     ids = tok(corpus_text(recipe.corpus_seed, n + 1000, split="validation"), add_special_tokens=False)["input_ids"]
     return torch.tensor(ids[:n]).view(recipe.val_windows, recipe.seq_len)
+
+
+def training_windows(stream: torch.Tensor, recipe: Recipe, step: int) -> torch.Tensor:
+    """[batch * seq_len // length, length] token ids of step ``step``: a pure function of the step.
+
+    Copy windows only during the recipe's copy phases; afterwards ``recipe.batch`` windows of
+    the corpus ``stream`` [n], each swapped for a copy window with probability ``copy_share``.
+    """
+    g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
+    length, copy_only = recipe.window_at(step)
+    if copy_only:
+        return copy_windows(g, recipe.batch * recipe.seq_len // length, length)
+    starts = torch.randint(0, len(stream) - length, (recipe.batch,), generator=g)
+    windows = torch.stack([stream[s:s + length] for s in starts.tolist()])  # [batch, seq_len]
+    swap = torch.rand(recipe.batch, generator=g) < recipe.copy_share  # [batch]
+    if swap.any():
+        windows[swap] = copy_windows(g, int(swap.sum()), length)
+    return windows
 
 
 def unigram_baseline(train_ids: torch.Tensor, val: torch.Tensor, vocab: int) -> float:
@@ -78,9 +97,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     val_batches = [lm_targets(val[i:i + recipe.batch]) for i in range(0, len(val), recipe.batch)]
 
     def batches(step: int):
-        g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
-        starts = torch.randint(0, len(stream) - recipe.seq_len, (recipe.batch,), generator=g)
-        return lm_targets(torch.stack([stream[s:s + recipe.seq_len] for s in starts.tolist()]))
+        return lm_targets(training_windows(stream, recipe, step))
 
     torch.manual_seed(recipe.seed)
     model = AutoModelForCausalLM.from_config(build_config(spec, len(tok), tok.eos_token_id))

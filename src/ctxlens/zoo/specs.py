@@ -24,10 +24,21 @@ class ZooSpec:
 
 @dataclass(frozen=True)
 class Recipe:
-    """How every zoo model is trained (identical across architectures)."""
+    """How every zoo model is trained (identical across architectures).
+
+    Every step sees ``batch * seq_len`` tokens. During ``copy_phases`` (pairs "until step,
+    window length", in order) they are all random-period copy windows
+    (``ctxlens.data.copy_windows``) of that length, ``batch * seq_len // length`` of them: the
+    induction warm-up, short windows first. After it, each of the ``batch`` corpus windows is
+    replaced by a copy window with probability ``copy_share``, which keeps the mechanism.
+    Both are off in the recipe of the shipped checkpoints; see ``ctxlens.data.copy_windows``
+    for why they exist and the closing notes of issue 3 for what they have achieved so far.
+    """
 
     seq_len: int = 512
     batch: int = 8
+    copy_phases: tuple[tuple[int, int], ...] = ()
+    copy_share: float = 0.0
     steps: int = 1500
     lr: float = 3e-3
     warmup: int = 100
@@ -40,6 +51,13 @@ class Recipe:
     val_windows: int = 32
     probe_distances: tuple[int, ...] = field(default=(128, 256, 384))
     probes_per_distance: int = 50
+
+    def window_at(self, step: int) -> tuple[int, bool]:
+        """(window length, pure copy phase?) of training step ``step``."""
+        for until, length in self.copy_phases:
+            if step < until:
+                return length, True
+        return self.seq_len, False
 
 
 _D = 128
