@@ -24,6 +24,9 @@ from __future__ import annotations
 import torch
 
 PRINTABLE = bytes(range(33, 127))  # printable ASCII without the space
+LETTERS = b"abcdefghijklmnopqrstuvwxyz"
+ALPHANUMERIC = LETTERS + b"0123456789"
+ALPHABETS = {"letters": LETTERS, "alphanumeric": ALPHANUMERIC, "printable": PRINTABLE}
 MIN_PERIOD = 8
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from ctxlens.data.copy_windows import copy_windows
+from ctxlens.data.copy_windows import ALPHABETS, copy_windows
 from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
 from ctxlens.zoo.tokenizer import byte_tokenizer
 from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
@@ -49,14 +49,14 @@ def training_windows(stream: torch.Tensor, recipe: Recipe, step: int) -> torch.T
     the corpus ``stream`` [n], each swapped for a copy window with probability ``copy_share``.
     """
     g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
-    length, copy_only = recipe.window_at(step)
-    if copy_only:
-        return copy_windows(g, recipe.batch * recipe.seq_len // length, length)
+    length, phase_alphabet = recipe.window_at(step)
+    if phase_alphabet is not None:
+        return copy_windows(g, recipe.batch * recipe.seq_len // length, length, alphabet=ALPHABETS[phase_alphabet])
     starts = torch.randint(0, len(stream) - length, (recipe.batch,), generator=g)
     windows = torch.stack([stream[s:s + length] for s in starts.tolist()])  # [batch, seq_len]
     swap = torch.rand(recipe.batch, generator=g) < recipe.copy_share  # [batch]
     if swap.any():
-        windows[swap] = copy_windows(g, int(swap.sum()), length)
+        windows[swap] = copy_windows(g, int(swap.sum()), length, alphabet=ALPHABETS[recipe.copy_alphabet])
     return windows
 
 

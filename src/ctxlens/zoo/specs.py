@@ -26,19 +26,22 @@ class ZooSpec:
 class Recipe:
     """How every zoo model is trained (identical across architectures).
 
-    Every step sees ``batch * seq_len`` tokens. During ``copy_phases`` (pairs "until step,
-    window length", in order) they are all random-period copy windows
-    (``ctxlens.data.copy_windows``) of that length, ``batch * seq_len // length`` of them: the
-    induction warm-up, short windows first. After it, each of the ``batch`` corpus windows is
-    replaced by a copy window with probability ``copy_share``, which keeps the mechanism.
-    Both are off in the recipe of the shipped checkpoints; see ``ctxlens.data.copy_windows``
-    for why they exist and the closing notes of issue 3 for what they have achieved so far.
+    Every step sees ``batch * seq_len`` tokens. During ``copy_phases`` (triples "until step,
+    window length, alphabet", in order) they are all random-period copy windows
+    (``ctxlens.data.copy_windows``) of that length and alphabet, ``batch * seq_len // length``
+    of them: the induction warm-up, short windows first. After it, each of the ``batch`` corpus
+    windows is replaced by a ``copy_alphabet`` copy window with probability ``copy_share``,
+    which keeps the mechanism. Lowercase letters first: with digits in the alphabet from the
+    start the head had not formed by step 600; once formed, it extends to digits, which the
+    corpus's answers are made of.
     """
 
     seq_len: int = 512
     batch: int = 8
-    copy_phases: tuple[tuple[int, int], ...] = ()
-    copy_share: float = 0.0
+    copy_phases: tuple[tuple[int, int, str], ...] = field(
+        default=((500, 128, "letters"), (650, 256, "alphanumeric"), (800, 512, "alphanumeric")))
+    copy_share: float = 0.3
+    copy_alphabet: str = "alphanumeric"
     steps: int = 1500
     lr: float = 3e-3
     warmup: int = 100
@@ -52,12 +55,12 @@ class Recipe:
     probe_distances: tuple[int, ...] = field(default=(128, 256, 384))
     probes_per_distance: int = 50
 
-    def window_at(self, step: int) -> tuple[int, bool]:
-        """(window length, pure copy phase?) of training step ``step``."""
-        for until, length in self.copy_phases:
+    def window_at(self, step: int) -> tuple[int, str | None]:
+        """(window length, alphabet of the pure copy phase or None) of training step ``step``."""
+        for until, length, alphabet in self.copy_phases:
             if step < until:
-                return length, True
-        return self.seq_len, False
+                return length, alphabet
+        return self.seq_len, None
 
 
 _D = 128
