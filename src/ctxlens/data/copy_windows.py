@@ -1,22 +1,22 @@
 """Random-period copy windows: the induction warm-up of the zoo recipe.
 
-A copy window is a random string of printable ASCII bytes repeated until the window is full.
-Its first copy is unpredictable (ln 94 = 4.54 nats a byte); every later byte is determined by
+A copy window is a random string over an alphabet of bytes, repeated until the window is full.
+Its first copy is unpredictable (ln of the alphabet size a byte); every later byte is fixed by
 the byte one period back, so predicting it needs a content-based induction head (Olsson et
 al. 2022, "In-context learning and induction heads"): find the earlier occurrence of the
 current byte and copy what followed it. The period is drawn per window, so attending a fixed
 distance back does not help.
 
-Why the zoo wants them: on the built-in corpus alone, the tiny zoo models form no induction
-head within the CPU training budget, and no model retrieves a stated fact (seed 000 Section 3
-and seed 002 measure retrieval on models that can). ``ctxlens.zoo.specs.Recipe`` can put a
-pure-copy phase first, at short window lengths (attention is less diluted there, so the head
-forms sooner), then mix copy windows into the corpus, the same windows for every
-architecture. Measured so far (rope, 1500 steps): with lowercase-letter windows the head
-forms near step 450 at 128 bytes and carries over to 256 and 512 bytes and into the corpus
-phase, but retrieval stays at 0, since digits never appear in those windows and the answer
-digits are not copied; with printable ASCII or letters and digits the head had not formed by
-step 600. The shipped recipe therefore leaves the warm-up off.
+Why the zoo uses them: on the built-in corpus alone, the tiny zoo models formed no induction
+head within the CPU training budget, and no model retrieved a stated fact (seed 000 Section 3
+and seed 002 measure retrieval on models that can). ``ctxlens.zoo.specs.Recipe`` therefore
+opens with a pure-copy phase at short window lengths (attention is less diluted there, so the
+head forms sooner: about step 450 at 128 bytes, against none in 600 steps at 512), grows the
+windows to the training length, then mixes copy windows into the corpus; the same windows go
+to every architecture. The first phase uses lowercase letters only: with digits (or all of
+printable ASCII) in the alphabet the head had not formed by step 600. Digits join in the
+later phases, and they must: with letters only, the head formed but never copied the digits
+that the corpus's answers are made of, and retrieval stayed at 0.
 """
 
 from __future__ import annotations
