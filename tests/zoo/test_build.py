@@ -68,3 +68,10 @@ def test_training_windows_follow_the_copy_schedule():
     assert ((after < 7).all(-1) | copies).all()  # each row is wholly corpus or wholly copy
     assert 0.3 < copies.float().mean() < 0.7
     assert torch.equal(training_windows(stream, recipe, 5), training_windows(stream, recipe, 5))
+
+
+def test_xlstm_trains_and_is_probed_at_lengths_off_its_chunk_size(tmp_path):
+    """The mLSTM's chunked training kernel needs lengths divisible by its chunk; probes are not."""
+    quick = dataclasses.replace(QUICK, seq_len=128, probe_distances=(104,))  # probes of 112 bytes, chunk 32
+    rec = train_zoo_model(ZOO["mlstm"], tmp_path / "mlstm", quick, log=lambda *_: None)
+    assert rec["retrieval"][0]["n"] == 2 and math.isfinite(rec["val_loss"])

@@ -109,6 +109,8 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     result = train(model, batches, cfg, val=val_batches)
     model = result.model.to(torch.bfloat16).to(torch.float32)  # evaluate what is shipped
     model.config.use_cache = True
+    if getattr(model.config, "mode", None) == "train":  # xLSTM: the chunked kernel needs lengths % chunk == 0;
+        model.config.mode = "inference"  # inference mode gives the same logits at any length (probes are not)
     val_loss = evaluate(model, val_batches, causal_lm_loss, torch.device("cpu"), contextlib.nullcontext)
     record = {
         "name": spec.name, "family": spec.family, "doc": spec.doc,
@@ -118,8 +120,6 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
         "val_loss": val_loss, "unigram_baseline": unigram_baseline(stream, val, len(tok)),
         "retrieval": retrieval_accuracy(model, tok, recipe), "history": result.history,
     }
-    if getattr(model.config, "mode", None) == "train":  # xLSTM: the chunked kernel needs lengths % chunk == 0;
-        model.config.mode = "inference"  # inference mode gives the same logits at any length
     model.to(torch.bfloat16).save_pretrained(out)
     tok.save_pretrained(out)
     (out / "zoo.json").write_text(json.dumps(record, indent=1))
