@@ -129,7 +129,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help=f"small sizes; default subset: {', '.join(QUICK)}")
     p.add_argument("--only", help=f"comma-separated benches among: {', '.join(BENCHES)}")
     p.add_argument("--device", help="cpu | cuda (default: each script's own, cuda when available)")
-    p.add_argument("--json", help="also write every row to this JSON file")
+    p.add_argument("--json", help="also write every row to this JSON file (rewritten after each bench)")
     p.add_argument("--verbose", action="store_true", help="show each script's own output")
     p.add_argument("--list", action="store_true", help="list the benches and exit")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -154,6 +154,8 @@ def main(argv=None) -> int:
         rows += got
         if error:
             failed.append((name, error))
+        if args.json:  # after every bench, so a run stopped part-way keeps what it finished
+            Path(args.json).write_text(json.dumps(rows, indent=1, default=float))
     print()
     print(table(rows) if rows else "(no figures)")
     targeted = [r for r in rows if r.get("ok") is not None]
