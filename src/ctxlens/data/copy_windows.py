@@ -23,11 +23,20 @@ from __future__ import annotations
 
 import torch
 
+from ctxlens.core.errors import unknown
+
 PRINTABLE = bytes(range(33, 127))  # printable ASCII without the space
 LETTERS = b"abcdefghijklmnopqrstuvwxyz"
 ALPHANUMERIC = LETTERS + b"0123456789"
 ALPHABETS = {"letters": LETTERS, "alphanumeric": ALPHANUMERIC, "printable": PRINTABLE}
 MIN_PERIOD = 8
+
+
+def alphabet(name: str) -> bytes:
+    """The bytes of a named alphabet; an unknown name gets the closest match and the list."""
+    if name not in ALPHABETS:
+        raise unknown("copy-window alphabet", name, ALPHABETS)
+    return ALPHABETS[name]
 
 
 def copy_windows(g: torch.Generator, n: int, length: int, *, min_period: int = MIN_PERIOD,

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from ctxlens.data.copy_windows import ALPHABETS, copy_windows
+from ctxlens.data.copy_windows import alphabet, copy_windows
 from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
 from ctxlens.zoo.tokenizer import byte_tokenizer
 from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
@@ -51,12 +51,12 @@ def training_windows(stream: torch.Tensor, recipe: Recipe, step: int) -> torch.T
     g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
     length, phase_alphabet = recipe.window_at(step)
     if phase_alphabet is not None:
-        return copy_windows(g, recipe.batch * recipe.seq_len // length, length, alphabet=ALPHABETS[phase_alphabet])
+        return copy_windows(g, recipe.batch * recipe.seq_len // length, length, alphabet=alphabet(phase_alphabet))
     starts = torch.randint(0, len(stream) - length, (recipe.batch,), generator=g)
-    windows = torch.stack([stream[s:s + length] for s in starts.tolist()])  # [batch, seq_len]
+    windows = torch.stack([stream[s:s + length] for s in starts.tolist()])  # [batch, length]
     swap = torch.rand(recipe.batch, generator=g) < recipe.copy_share  # [batch]
     if swap.any():
-        windows[swap] = copy_windows(g, int(swap.sum()), length, alphabet=ALPHABETS[recipe.copy_alphabet])
+        windows[swap] = copy_windows(g, int(swap.sum()), length, alphabet=alphabet(recipe.copy_alphabet))
     return windows
 
 
@@ -91,6 +91,8 @@ def retrieval_accuracy(model, tok, recipe: Recipe) -> list[dict]:
 def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log=print) -> dict:
     """Train ``spec`` with ``recipe``, save to ``out``, and return its evaluation record."""
     out = Path(out)
+    for name in {a for *_, a in recipe.copy_phases} | {recipe.copy_alphabet}:
+        alphabet(name)  # a misspelt alphabet stops here, not hundreds of steps in
     tok = byte_tokenizer()
     stream = _train_stream(recipe, tok)
     val = _val_windows(recipe, tok)
@@ -109,8 +111,8 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     result = train(model, batches, cfg, val=val_batches)
     model = result.model.to(torch.bfloat16).to(torch.float32)  # evaluate what is shipped
     model.config.use_cache = True
-    if getattr(model.config, "mode", None) == "train":  # xLSTM: the chunked kernel needs lengths % chunk == 0;
-        model.config.mode = "inference"  # inference mode gives the same logits at any length (probes are not)
+    if getattr(model.config, "mode", None) == "train":  # xLSTM: the chunked kernel needs lengths % chunk == 0,
+        model.config.mode = "inference"  # and probes are any length; inference mode gives the same logits
     val_loss = evaluate(model, val_batches, causal_lm_loss, torch.device("cpu"), contextlib.nullcontext)
     record = {
         "name": spec.name, "family": spec.family, "doc": spec.doc,
