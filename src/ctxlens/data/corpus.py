@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ __all__ = [
     "retrieval_probes",
     "statement",
     "question",
+    "number_fact",
+    "mentions_fact",
 ]
 
 SPLITS = ("train", "validation", "test")
@@ -115,6 +118,20 @@ def statement(key: str, value: str) -> str:
 def question(key: str) -> str:
     """How a fact is asked, up to the answer: ``"Question: what is the KEY? Answer: "``."""
     return f"Question: what is the {key}? Answer: "
+
+
+def number_fact(rng: random.Random) -> tuple[str, str]:
+    """A random (key, 4-digit value) of the corpus's numeric facts: ``("code for the blue door", "4172")``."""
+    key = _new_key(rng, [], numeric=True)
+    return key, _value(rng, key)
+
+
+_FACT_WORDING = re.compile(r"\b(?:" + "|".join(_NUMBER_ATTRS + _WORD_ATTRS) + r") for the \w+ \w+|^Answer: ")
+
+
+def mentions_fact(sentence: str) -> bool:
+    """Whether ``sentence`` states or asks a fact (or is the ``Answer: ...`` half of an ask)."""
+    return _FACT_WORDING.search(sentence) is not None
 
 
 def _longest_probe_key() -> str:

@@ -18,7 +18,7 @@ RULER_TASKS = (
     "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
     "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2",
 )
-_MODULES = ("niah", "vt", "cwe", "fwe", "qa")
+_MODULES = ("niah", "niah_corpus", "vt", "cwe", "fwe", "qa")
 
 
 def _load_builtin() -> None:
