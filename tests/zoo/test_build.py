@@ -25,12 +25,20 @@ def test_unigram_baseline_brute_force():
     assert unigram_baseline(train_ids, val, vocab) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("name", sorted(ZOO))
-def test_zoo_specs_are_matched_in_size(name):
+def test_zoo_specs_are_matched_in_size():
     from transformers import AutoModelForCausalLM
 
-    params = sum(p.numel() for p in AutoModelForCausalLM.from_config(build_config(ZOO[name], 257, 256)).parameters())
-    assert 0.7e6 <= params <= 2.0e6
+    params = {n: sum(p.numel() for p in AutoModelForCausalLM.from_config(build_config(s, 257, 256)).parameters())
+              for n, s in ZOO.items()}
+    assert all(0.7e6 <= p <= 1.2e6 for p in params.values()), params
+    assert max(params.values()) / min(params.values()) < 1.5, params
+
+
+def test_a_spec_learning_rate_overrides_the_recipe(tmp_path):
+    spec = dataclasses.replace(ZOO["rope"], lr=4e-4)
+    rec = train_zoo_model(spec, tmp_path / "rope", dataclasses.replace(QUICK, steps=2), log=lambda *_: None)
+    assert rec["train"]["lr"] == 4e-4 and rec["recipe"]["lr"] == RECIPE.lr
+    assert rec["history"][-1]["lr"] <= 4e-4
 
 
 def test_train_save_and_load_as_zoo_model(capsys, monkeypatch, tmp_path):

@@ -103,7 +103,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
 
     torch.manual_seed(recipe.seed)
     model = AutoModelForCausalLM.from_config(build_config(spec, len(tok), tok.eos_token_id))
-    cfg = TrainConfig(steps=recipe.steps, lr=recipe.lr, warmup=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio,
+    cfg = TrainConfig(steps=recipe.steps, lr=spec.lr or recipe.lr, warmup=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio,
                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, eval_every=recipe.eval_every,
                       seed=recipe.seed, checkpoint=str(out.with_name(out.name + ".train-state.pt")),
                       log=lambda row: log(f"{spec.name} {row}"))
