@@ -3,6 +3,7 @@ loss is what the model really scores, and that is clearly below a unigram baseli
 from scratch. (``zoo:NAME`` resolution, user training first, is tested in test_build.py.)"""
 
 import dataclasses
+import functools
 import json
 import math
 from collections import Counter
@@ -30,6 +31,7 @@ SHORT_OF_UNIGRAM = {
 }
 
 
+@functools.cache  # two tests read it per model
 def _held_out_loss(name: str) -> tuple[float, float]:
     """(loss of the shipped files on the held-out windows, add-one byte unigram of the training split)."""
     from ctxlens.data.corpus import corpus_text
