@@ -66,11 +66,15 @@ def test_training_windows_follow_the_copy_schedule():
     from ctxlens.zoo.build import training_windows
 
     recipe = dataclasses.replace(RECIPE, seq_len=64, batch=4, copy_phases=((2, 16, "letters"), (3, 32, "printable")),
-                                 copy_share=0.5, copy_alphabet="alphanumeric")
+                                 phase_corpus_share=0.25, copy_share=0.5, copy_alphabet="alphanumeric")
     stream = torch.arange(1000) % 7  # corpus stand-in: period 7, never a copy window's bytes
     shapes = [tuple(training_windows(stream, recipe, step).shape) for step in range(4)]
     assert shapes == [(16, 16), (16, 16), (8, 32), (4, 64)]  # tokens per step constant
-    assert (training_windows(stream, recipe, 0) >= ord("a")).all()  # pure copy phase, letters
+    for step, n in ((0, 16), (2, 8)):  # in the phases a quarter of the windows are corpus, the rest copies
+        phase = training_windows(stream, recipe, step)
+        corpus = (phase < 7).all(-1)
+        assert corpus.sum() == n // 4 and (phase[~corpus] >= 33).all()
+    assert (training_windows(stream, recipe, 0)[4:] >= ord("a")).all()  # letters in the first phase
     after = torch.cat([training_windows(stream, recipe, step) for step in range(3, 40)])  # [n, 64]
     copies = (after >= 33).all(-1)
     assert ((after < 7).all(-1) | copies).all()  # each row is wholly corpus or wholly copy

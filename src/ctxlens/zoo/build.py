@@ -42,18 +42,30 @@ def _val_windows(recipe: Recipe, tok) -> torch.Tensor:
     return torch.tensor(ids[:n]).view(recipe.val_windows, recipe.seq_len)
 
 
+def _corpus_windows(g: torch.Generator, stream: torch.Tensor, n: int, length: int) -> torch.Tensor:
+    """[n, length] windows of the corpus ``stream`` [N] at random offsets."""
+    starts = torch.randint(0, len(stream) - length, (n,), generator=g)
+    return torch.stack([stream[s:s + length] for s in starts.tolist()])
+
+
 def training_windows(stream: torch.Tensor, recipe: Recipe, step: int) -> torch.Tensor:
     """[batch * seq_len // length, length] token ids of step ``step``: a pure function of the step.
 
-    Copy windows only during the recipe's copy phases; afterwards ``recipe.batch`` windows of
-    the corpus ``stream`` [n], each swapped for a copy window with probability ``copy_share``.
+    During the recipe's copy phases, copy windows of the phase's length, the first
+    ``phase_corpus_share`` of them replaced by corpus windows of the same length; afterwards
+    ``recipe.batch`` windows of the corpus ``stream`` [n], each swapped for a copy window with
+    probability ``copy_share``.
     """
     g = torch.Generator().manual_seed(recipe.seed * 1_000_003 + step)
     length, phase_alphabet = recipe.window_at(step)
     if phase_alphabet is not None:
-        return copy_windows(g, recipe.batch * recipe.seq_len // length, length, alphabet=alphabet(phase_alphabet))
-    starts = torch.randint(0, len(stream) - length, (recipe.batch,), generator=g)
-    windows = torch.stack([stream[s:s + length] for s in starts.tolist()])  # [batch, length]
+        n = recipe.batch * recipe.seq_len // length
+        windows = copy_windows(g, n, length, alphabet=alphabet(phase_alphabet))  # [n, length]
+        k = round(n * recipe.phase_corpus_share)
+        if k:
+            windows[:k] = _corpus_windows(g, stream, k, length)
+        return windows
+    windows = _corpus_windows(g, stream, recipe.batch, length)  # [batch, length]
     swap = torch.rand(recipe.batch, generator=g) < recipe.copy_share  # [batch]
     if swap.any():
         windows[swap] = copy_windows(g, int(swap.sum()), length, alphabet=alphabet(recipe.copy_alphabet))
