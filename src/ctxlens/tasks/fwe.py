@@ -10,6 +10,7 @@ and the answer is ranks 2-4. The total N is what is fitted to the length.
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 
@@ -26,6 +27,7 @@ ANSWER_PREFIX = " Answer: According to the coded text above, the three most freq
 BUDGET = 50
 
 
+@functools.cache  # the fit calls ``counts`` hundreds of times per sample
 def zeta(alpha: float, terms: int = 1000) -> float:
     """Riemann zeta(alpha) for alpha > 1 (direct sum plus Euler-Maclaurin tail)."""
     if alpha <= 1:
