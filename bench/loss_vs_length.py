@@ -11,7 +11,8 @@ blocks >= 64 KiB so that freed tensors leave the resident set). The LM head runs
 so the time ratio is worst for short windows of a small model with a large vocabulary.
 
     python bench/loss_vs_length.py --quick          # CPU, one thread, about 30 s
-    python bench/loss_vs_length.py [--device cuda] [--lengths 256,1024,4096,16384]
+    python bench/loss_vs_length.py                  # CPU: d=256, 1K, 4K, 16K, about 7 min on 2 cores
+    python bench/loss_vs_length.py --device cuda    # GPU: d=1024, 256 to 16K
 """
 
 from __future__ import annotations
@@ -82,13 +83,15 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--memory-tokens", type=int, default=2048,
                    help="tokens in the batch whose peak memory is compared (naive logits: 2 x 4 bytes x vocab each)")
     args = p.parse_args(argv)
-    quick = args.quick
-    lengths = args.lengths or ("128,256,512" if quick else "256,1024,4096,16384")
-    hidden = args.hidden or (256 if quick else 1024)
+    quick, gpu = args.quick, args.device.startswith("cuda")
+    # full size: 1K-16K tokens; a d=256 body on a CPU (d=1024 with 4 x 16 windows took over 10 minutes
+    # at 16K on 2 cores), d=1024 on a GPU
+    lengths = args.lengths or ("128,256,512" if quick else "256,1024,4096,16384" if gpu else "1024,4096,16384")
+    hidden = args.hidden or (1024 if gpu and not quick else 256)
     layers = args.layers or 4
-    n_samples = args.n_samples or (2 if quick else 4)
-    n_scored = args.n_scored or (4 if quick else 16)
-    repeats = args.repeats or (3 if quick else 5)
+    n_samples = args.n_samples or (4 if gpu and not quick else 2)
+    n_scored = args.n_scored or (16 if gpu and not quick else 4)
+    repeats = args.repeats or (5 if gpu and not quick else 3)
     if args.threads or quick:  # a small model on a shared CPU runs fastest on one thread
         torch.set_num_threads(args.threads or 1)
 
