@@ -19,7 +19,7 @@ para = f"""{table}
   The recipe runs 2500 steps: 800 of warm-up, then 1700 on the corpus. `alibi` forms no copy
   head in the warm-up (with 4 heads its slopes are 1/4 to 1/256, too shallow for a
   previous-token head), so it learns the corpus only afterwards. With 1500 steps it ended at
-  2.151, twice the others. Recipes that helped `alibi` took retrieval away from `rope` or
+  2.151 (the others 0.58-0.71). Recipes that helped `alibi` took retrieval away from `rope` or
   `hybrid`: no warm-up, copy windows mixed in from step 0, corpus windows inside the warm-up,
   or a shorter warm-up. See `ctxlens.zoo.specs.Recipe`.
 """
