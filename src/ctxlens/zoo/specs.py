@@ -41,6 +41,10 @@ class Recipe:
     step 250, alphanumeric at 256 until 400 and at 512 until 500) gave ``alibi`` 1.42, but ``rope``
     formed no copy head in it (train loss still ln 36 at step 500) and retrieved 0 / 0 / 0
     (held-out 0.596); the letters need their 500 steps.
+    ``steps`` is 2500, so 1700 corpus steps follow the warm-up. ``alibi`` learns nothing there
+    (train loss stays near ln 26) and learns the corpus from scratch afterwards: with 1500
+    steps (700 corpus steps, the learning rate already down to 55% of its peak) it ended at
+    2.15 nats/byte, with 2500 at 1.03; ``rope`` went from 0.618 to 0.494 and still retrieves.
     """
 
     seq_len: int = 512
@@ -50,7 +54,7 @@ class Recipe:
     phase_corpus_share: float = 0.0
     copy_share: float = 0.3
     copy_alphabet: str = "alphanumeric"
-    steps: int = 1500
+    steps: int = 2500
     lr: float = 3e-3
     warmup: int = 100
     min_lr_ratio: float = 0.1
