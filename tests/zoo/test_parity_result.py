@@ -79,6 +79,33 @@ def test_label_logits_equal_the_full_forward(layers):
         torch.testing.assert_close(pt.label_logits(model, ids), full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("ctl", [None, 0, 17, 60])
+def test_one_layer_table_form_equals_transformers_forward_and_its_gradients(ctl):
+    """The table form of a one-layer model (scores looked up, attention as token masses) must be the
+    same function as transformers' own forward, with the same gradients, masked bits included."""
+    ds = SparseParity.paper()
+    spec = pt.ParitySpec(hidden=48, heads=3, ffn=40, init_std=0.5, seed=2)  # large init: peaked attention
+    fast, full = pt.build_model(ds, spec), pt.build_model(ds, spec)
+    batch = ds.sample(64, ctl=ctl, seed=7)  # [64, 61]
+    loss_fast = torch.nn.functional.cross_entropy(pt.one_layer_label_logits(fast, batch["input_ids"]), batch["targets"][:, -1])
+    logits = full(input_ids=batch["input_ids"]).logits[:, -1]  # [64, V]
+    loss_full = torch.nn.functional.cross_entropy(logits, batch["targets"][:, -1])
+    loss_fast.backward()
+    loss_full.backward()
+    torch.testing.assert_close(loss_fast, loss_full, atol=1e-5, rtol=1e-5)
+    for (name, a), b in zip(fast.named_parameters(), full.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_label_logits_takes_the_general_path_when_the_context_is_not_bits():
+    ds = SparseParity.paper()
+    model = pt.build_model(ds, pt.ParitySpec(ffn=64)).eval()
+    ids = ds.sample(8, seed=3)["input_ids"]  # [8, 61]
+    ids[:, 5] = pt.N_CONTEXT_TOKENS + 4  # a task token inside the context: no table entry for it
+    with torch.no_grad():
+        torch.testing.assert_close(pt.label_logits(model, ids), model(input_ids=ids).logits[:, -1], atol=1e-5, rtol=1e-5)
+
+
 def test_a_brief_run_of_the_script_reduces_the_loss(tmp_path):
     """Exercises the script end to end (train, evaluate, write JSON). A brief run does not leave the
     parity plateau; it learns that the answer is one of the two bit tokens, which takes the loss
