@@ -15,6 +15,7 @@ BENCHES = (
     "anisotropy",
     "taskgen",
     "train_throughput",
+    "parity_table_form",
 )
 # ``--quick``: the experiment table at 1K tokens plus the anisotropy and task-generation figures
 QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "taskgen")
