@@ -2,7 +2,7 @@
 Table 1), and the training script it came from.
 
 ``src/ctxlens/zoo/results/parity_table1.json`` is written by ``python -m ctxlens.zoo.parity_train``
-(about 12 minutes on one CPU thread, so it is recorded, not rerun here). These tests recompute
+(about 45 minutes on one CPU thread, so it is recorded, not rerun here). These tests recompute
 everything they compare from the current code and the paper, never from the file: the Bayes risk of
 every row from ``SparseParity.paper()`` (itself checked against Table 1's printed column), the
 dataset and training settings from the current defaults.

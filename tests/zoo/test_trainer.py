@@ -68,3 +68,16 @@ def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):
     assert resumed.history == clean.history
     for (k, a), b in zip(clean.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), k
+
+
+def test_weight_decay_starts_at_decay_start():
+    """With decay_start past the last step the run is the run without weight decay; with it at
+    step k, the first k steps are that run's and the rest differ."""
+    cfg = dict(steps=12, lr=1e-2, warmup=2, eval_every=4, weight_decay=0.5)
+    val = [_pattern_batches(10_000)]
+    none = train(build_model("llama"), _pattern_batches, TrainConfig(**{**cfg, "weight_decay": 0.0}), val=val)
+    late = train(build_model("llama"), _pattern_batches, TrainConfig(**cfg, decay_start=12), val=val)
+    mid = train(build_model("llama"), _pattern_batches, TrainConfig(**cfg, decay_start=4), val=val)
+    for (k, a), b in zip(none.model.state_dict().items(), late.model.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert mid.history[0] == none.history[0] and mid.history[-1] != none.history[-1]

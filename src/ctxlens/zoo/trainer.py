@@ -1,6 +1,7 @@
 """A plain PyTorch training loop for any transformers causal-LM config (or any module).
 
-AdamW, linear warmup then cosine decay to ``min_lr_ratio * lr``, gradient clipping, fp32 on
+AdamW (weight decay from step ``decay_start``), linear warmup then cosine decay to
+``min_lr_ratio * lr``, gradient clipping, fp32 on
 CPU and bf16 autocast on GPU, seeded data order (the caller's ``batches(step)`` is a pure
 function of the step), periodic evaluation, early stopping on validation loss, and
 checkpoint/resume. Used to train the zoo (seed 000, Section 3 / Appendix B: matched models
@@ -31,6 +32,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     warmup: int = 50
     weight_decay: float = 0.1
+    decay_start: int = 0  # weight decay is 0 before this step (lets a model leave a plateau first)
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
     eval_every: int = 100
@@ -126,6 +128,7 @@ def train(
     while step < cfg.steps:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
+        opt.param_groups[0]["weight_decay"] = cfg.weight_decay if step >= cfg.decay_start else 0.0  # [decay, no_decay]
         batch = _to(batches(step), device)
         with autocast():
             loss = loss_fn(model, batch)
