@@ -24,7 +24,7 @@ from ctxlens.data.sparse_parity import SparseParity
 
 PATHS = {
     "transformers forward": lambda model, ids: model(input_ids=ids).logits[:, -1],  # [n, V]
-    "last-position forward": lambda model, ids: pt.last_position_label_logits(model, ids),
+    "last-position forward": pt.last_position_label_logits,
     "table form": pt.one_layer_label_logits,
 }
 
