@@ -98,6 +98,16 @@ _FAMILIES = [
         logits_post=_softcap("final_logit_softcapping"),
         notes="attention logit soft-capping (eager path), sliding windows on alternate layers",
     ),
+    Family(
+        "gemma3_text", **{**_LLAMA_LIKE, "resid": "pre:pre_feedforward_layernorm"},
+        logits_post=_softcap("final_logit_softcapping"),
+        notes="five sliding-window layers (RoPE base 1e4) per global layer (RoPE base 1e6)",
+    ),
+    Family(
+        "gemma3", **{**_LLAMA_LIKE, "layers": "model.language_model.layers", "resid": "pre:pre_feedforward_layernorm"},
+        logits_post=_softcap("final_logit_softcapping"),
+        notes="the text model of Gemma 3 (vision tower unused); sliding and global layers as gemma3_text",
+    ),
     Family("olmo2", **{**_LLAMA_LIKE, "resid": "pre:mlp"}, notes="norms after the sublayers"),
     Family(
         "gpt2", kind="transformer", position="learned", layers="transformer.h", resid="pre:ln_2",

@@ -84,7 +84,7 @@ def load(
     if device_map is not None:
         kwargs.update(placement.device_map_option(device_map, offload_folder))
     if family.interface:
-        kwargs["attn_implementation"] = attn_implementation
+        kwargs["attn_implementation"] = supported_attention(config, attn_implementation)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, config=config, **kwargs)
     except (OSError, ValueError) as err:
@@ -100,6 +100,19 @@ def load(
     if family.interface:
         attention.install(model)
     return LM(model, _tokenizer(source, common), family, name=spec)
+
+
+def supported_attention(config, requested: str) -> str:
+    """``requested``, or eager when the model class refuses sdpa (gemma2's soft-capping).
+
+    ctxlens records q/k in its own registered function either way, so the eager fallback
+    changes speed, not what is captured.
+    """
+    cls = AutoModelForCausalLM._model_mapping.get(type(config), None)
+    if requested == "sdpa" and cls is not None and not getattr(cls, "_supports_sdpa", True):
+        log.info("%s does not support sdpa; using eager attention", cls.__name__)
+        return "eager"
+    return requested
 
 
 def _tokenizer(source: str, common: dict):
