@@ -10,7 +10,8 @@ from tests.conftest import build_lm
 # equal to the residual stream after the mixer (an independent route to the same quantity).
 MLP_BRANCH = {
     "llama": "mlp", "mistral": "mlp", "qwen2": "mlp", "qwen3": "mlp", "cohere": "mlp", "gpt2": "mlp",
-    "gemma2": "post_feedforward_layernorm", "olmo2": "post_feedforward_layernorm",
+    "gemma2": "post_feedforward_layernorm", "gemma3_text": "post_feedforward_layernorm",
+    "gemma3": "post_feedforward_layernorm", "olmo2": "post_feedforward_layernorm",
     "gpt_neox": "post_mlp_dropout", "bloom": "mlp.dense_4h_to_h", "mpt": "ffn.down_proj",
     "rwkv": "feed_forward", "xlstm": "ffn", "recurrent_gemma": "mlp_block",
     "jamba": "feed_forward", "bamba": "feed_forward", "falcon_h1": "feed_forward",

@@ -68,7 +68,7 @@ def test_load_errors(tmp_path):
     with pytest.raises(CtxlensError, match="has no config.json"):
         ctxlens.load(str(tmp_path))
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(CtxlensError, match="Unknown model family 'bert'"):
+    with pytest.raises(CtxlensError, match="is a 'bert' model, an encoder with a masked-LM head"):
         ctxlens.load(str(tmp_path))
     with pytest.raises(CtxlensError, match="Could not load a model config for 'nobody/no-such-model'"):
         ctxlens.load("nobody/no-such-model")  # HF_HUB_OFFLINE=1 in tests

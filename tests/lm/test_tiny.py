@@ -11,10 +11,10 @@ from ctxlens.lm.tiny import TINY_FAMILIES, tiny_config
 EXPECTED_FAMILIES = {
     "llama", "mistral", "qwen2", "qwen3", "gemma2", "olmo2", "gpt2", "gpt_neox", "cohere",
     "bloom", "mpt", "mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm", "recurrent_gemma",
-    "jamba", "bamba", "zamba2", "falcon_h1",
+    "jamba", "bamba", "zamba2", "falcon_h1", "gemma3_text", "gemma3",
 }  # fmt: skip
 HYBRIDS = ("recurrent_gemma", "jamba", "bamba", "zamba2", "falcon_h1")
-GQA = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "olmo2", "cohere")
+GQA = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "olmo2", "cohere", "gemma3_text", "gemma3")
 VOCAB = 256
 
 
@@ -55,6 +55,7 @@ def test_unknown_family():
 def test_config(family):
     cfg = tiny_config(family)
     assert cfg.model_type == family
+    cfg = cfg.get_text_config()  # gemma3: the text model's config
     assert cfg.vocab_size == VOCAB
     assert cfg.hidden_size == 64
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):

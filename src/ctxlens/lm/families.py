@@ -43,6 +43,13 @@ class Family:
     # logits = post(config, lm_head(h)): family-specific scaling/capping after the LM head
     logits_post: Callable[[object, torch.Tensor], torch.Tensor] | None = None
     notes: str = ""
+    # dotted path of the decoder that returns last_hidden_state (default: transformers' base_model)
+    base: str | None = None
+    # blocks whose attention is softmax attention through the interface (None: any *Attention class)
+    attn_layers: tuple[int, ...] | None = None
+    # analyses an inferred adapter could not confirm on the model itself: ((analysis, reason), ...)
+    unsupported: tuple[tuple[str, str], ...] = ()
+    inferred: bool = False  # built by ctxlens.lm.infer from the module tree and checked at load
     supports: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -53,7 +60,8 @@ class Family:
             s.append("rope")
         if self.attn and self.out_proj:
             s.append("head_mask")
-        object.__setattr__(self, "supports", tuple(s))
+        refused = dict(self.unsupported)
+        object.__setattr__(self, "supports", tuple(a for a in s if a not in refused))
 
     def resid_mode(self, config) -> str:
         return self.resid(config) if callable(self.resid) else self.resid
@@ -62,6 +70,9 @@ class Family:
         """Raise a clear error when this family cannot do ``analysis``."""
         if analysis not in self.supports:
             who = f"Model '{model_name}' ({self.name})" if model_name else f"Family '{self.name}'"
+            why = dict(self.unsupported).get(analysis)
+            if why:
+                raise CtxlensError(f"{who} does not support the '{analysis}' analysis: {why}")
             raise CtxlensError(
                 f"{who} does not support the '{analysis}' analysis (it supports: "
                 f"{', '.join(self.supports)}); pick a model of a family that lists it in `ctxlens models`."
@@ -166,8 +177,13 @@ _FAMILIES = [
 FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILIES}
 
 
+def known_family(model_type: str) -> Family | None:
+    """The hand-written adapter for ``model_type``, or None (then ``ctxlens.lm.infer`` builds one)."""
+    return FAMILIES.get(model_type)
+
+
 def get_family(model_type: str) -> Family:
-    """The adapter for a transformers ``model_type``, or a clear error naming the supported ones."""
+    """The hand-written adapter for a ``model_type``, or a clear error naming the known ones."""
     if model_type not in FAMILIES:
         raise unknown("model family", model_type, FAMILIES)
     return FAMILIES[model_type]

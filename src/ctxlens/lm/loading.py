@@ -16,8 +16,9 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.lm import attention, placement
-from ctxlens.lm.families import get_family
+from ctxlens.lm import attention, gguf, placement
+from ctxlens.lm.families import Family, known_family
+from ctxlens.lm.infer import infer_family
 from ctxlens.lm.model import LM
 
 log = logging.getLogger(__name__)
@@ -27,17 +28,27 @@ DTYPES = {"auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bflo
 
 
 def resolve(spec: str) -> str:
-    """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id)."""
+    """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id).
+
+    A GGUF file, and ``ref:NAME`` (a reference model shipped in a PyPI package, see
+    ``ctxlens.zoo.refs``), become the file's converted directory (``ctxlens.lm.gguf``).
+    """
     if spec.startswith("zoo:"):
         from ctxlens.zoo.registry import zoo_path
 
         return str(zoo_path(spec[4:]))
+    if spec.startswith("ref:"):
+        from ctxlens.zoo.refs import ref_path
+
+        return str(ref_path(spec[4:]))
     path = Path(spec).expanduser()
+    if path.is_file():
+        return str(gguf.converted(path, spec))
     if path.exists():
         if not (path / "config.json").is_file():
             raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved with save_pretrained.")
         return str(path)
-    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or spec.endswith(".gguf"):
         raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
     return spec
 
@@ -76,14 +87,16 @@ def load(
     except (OSError, ValueError) as err:
         raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
                            "check the hub id or path, and network access for hub ids.") from None
-    family = get_family(config.model_type)
+    family = known_family(config.model_type)  # None: inferred from the loaded model below
+    if family is None:
+        require_decoder(config.model_type, spec)
     kwargs = dict(common, dtype=_dtype(dtype))
     placement.check_dtype(kwargs["dtype"], device, device_map)
-    if family.interface:
+    if family is None or family.interface:
         placement.check_attention(attn_implementation, device, device_map)
     if device_map is not None:
         kwargs.update(placement.device_map_option(device_map, offload_folder))
-    if family.interface:
+    if family is None or family.interface:
         kwargs["attn_implementation"] = supported_attention(config, attn_implementation)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, config=config, **kwargs)
@@ -96,10 +109,17 @@ def load(
     if device_map is None:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     placement.check_input_device(model, spec)
-    model.eval()
-    if family.interface:
-        attention.install(model)
-    return LM(model, _tokenizer(source, common), family, name=spec)
+    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec)
+
+
+def require_decoder(model_type: str, spec: str) -> None:
+    """Refuse encoder-decoder, multimodal and BERT-style types in one sentence (see ``lm.tiny_any.scope``)."""
+    from ctxlens.lm.tiny_any import IN_SCOPE, scope
+
+    where, why = scope(model_type)
+    if where != IN_SCOPE:
+        raise CtxlensError(f"'{spec}' is a '{model_type}' model, {why}; ctxlens analyses decoder-only text models "
+                           "(any type in transformers' causal-LM mapping that is one).")
 
 
 def supported_attention(config, requested: str) -> str:
@@ -125,9 +145,19 @@ def _tokenizer(source: str, common: dict):
 
 def from_model(model, tokenizer=None, name: str | None = None) -> LM:
     """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
-    family = get_family(model.config.model_type)
     placement.check_input_device(model, name or model.config.model_type)
+    return LM(model, tokenizer, _adapter(model, known_family(model.config.model_type)), name=name or model.config.model_type)
+
+
+def _adapter(model, family: Family | None) -> Family:
+    """Route attention through ctxlens and return the hand-written family, or one inferred and checked."""
     model.eval()
-    if family.interface:
+    if family is not None:
+        if family.interface:
+            attention.install(model)
+        return family
+    try:
         attention.install(model)
-    return LM(model, tokenizer, family, name=name or model.config.model_type)
+    except (ValueError, AttributeError, NotImplementedError) as err:
+        log.info("%s keeps its own attention (%s)", model.config.model_type, str(err).splitlines()[0])
+    return infer_family(model)

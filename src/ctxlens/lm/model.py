@@ -62,6 +62,8 @@ class LM:
 
     def _attention_or_none(self, layer: int) -> torch.nn.Module | None:
         # hybrids name both kinds of mixer alike (recurrent_gemma's temporal_block): check the class
+        if self.family.attn_layers is not None and layer not in self.family.attn_layers:
+            return None
         module = getattr(self.layers[layer], self.family.attn or "", None)
         return module if module is not None and "Attention" in type(module).__name__ else None
 
@@ -80,9 +82,37 @@ class LM:
 
     @property
     def rotary_dims(self) -> int:
-        """Number of rotary dims per head (2 x number of frequency pairs); 0 without RoPE."""
-        mods = _rope.rotary_modules(self.model)
-        return 2 * int(mods[0][1].inv_freq.numel()) if mods else 0
+        """Number of rotary dims per head (2 x number of frequency pairs), the largest over the
+        attention layers (per layer: ``layer_rotary_dims``); 0 without RoPE."""
+        if not _rope.rotary_modules(self.model, self.text_prefix):
+            return 0
+        dims = [self.layer_rotary_dims(i) for i in self.attention_layers()
+                if _rope.layer_parameters(_rope.text_config(self.model), i) is not None]
+        return max(dims, default=0)
+
+    @property
+    def text_prefix(self) -> str:
+        """Dotted path of the module holding the blocks (the text model of a multimodal model)."""
+        return self.family.layers.rpartition(".")[0]
+
+    def layer_type(self, layer: int) -> str:
+        """The attention type of ``layer`` (``sliding_attention``, ``full_attention``, ...; see
+        ``ctxlens.lm.rope.layer_type``)."""
+        return _rope.layer_type(_rope.text_config(self.model), layer)
+
+    def inv_freq(self, layer: int) -> torch.Tensor:
+        """[n_pairs] inverse RoPE frequencies of ``layer`` (per layer type on local/global hybrids)."""
+        return _rope.inv_freq(self.model, layer, self.text_prefix)
+
+    def layer_rotary_dims(self, layer: int) -> int:
+        """Rotary dims per head of ``layer`` (2 x its number of frequency pairs)."""
+        return 2 * int(self.inv_freq(layer).numel())
+
+    def rope_info(self, layer: int) -> dict:
+        """Row columns naming the RoPE ``layer`` uses now: its layer type, base and RoPE type."""
+        params = _rope.layer_parameters(_rope.text_config(self.model), layer) or {}
+        return {"layer_type": self.layer_type(layer), "rope_theta": params.get("rope_theta"),
+                "rope_type": params.get("rope_type")}
 
     # -- limits --------------------------------------------------------------------------------
     def check_length(self, n_tokens: int) -> None:
@@ -121,7 +151,12 @@ class LM:
         kwargs = {"use_cache": False}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask.to(self.device)
-        return self.model.base_model(input_ids=input_ids, **kwargs)
+        return self.decoder(input_ids=input_ids, **kwargs)
+
+    @property
+    def decoder(self) -> torch.nn.Module:
+        """The module that maps ids to final hidden states (the model without its LM head)."""
+        return self.model.get_submodule(self.family.base) if self.family.base else self.model.base_model
 
     @torch.inference_mode()
     def token_losses(self, input_ids, attention_mask=None, chunk: int | None = None) -> torch.Tensor:
@@ -142,10 +177,14 @@ class LM:
         """Context manager: heads ``{layer: [head, ...]}`` output zero inside the block."""
         return _heads.mask_heads(self, heads)
 
-    def set_rope(self, theta: float | None = None, scaling: dict | None = None) -> dict:
-        """Change RoPE base and/or scaling in place (seed 003 Section 4.2.2); returns new parameters."""
+    def set_rope(self, theta: float | None = None, scaling: dict | None = None, layers: str | None = None) -> dict:
+        """Change RoPE base and/or scaling in place (seed 003 Section 4.2.2). ``layers``: global,
+        sliding, all or a layer type; default: the global layers of a model with a RoPE per layer
+        type (Gemma 3), all layers of a one-RoPE model. Returns the new parameters of what changed
+        (``{layer_type: parameters}`` on a per-type model; see ``ctxlens.lm.rope.set_rope``)."""
         self.family.require("rope", self.name)
-        params = _rope.set_rope(self.model, theta=theta, scaling=scaling)
+        params = _rope.set_rope(self.model, theta=theta, scaling=scaling, layers=layers,
+                                under=self.text_prefix, n_layers=self.n_layers)
         self.extrapolate = True
         return params
 

@@ -1,14 +1,25 @@
-"""RoPE override: change base theta or scaling of a loaded model in place.
+"""RoPE override: change base theta or scaling of a loaded model in place, per layer type.
 
 Seed 000 (RoPE base sweeps) and seed 003 (Section 4.2.2, extrapolation with YaRN and others)
 need the same weights under a different rotary embedding. transformers computes inverse
 frequencies when a ``*RotaryEmbedding`` module is built, from ``config.rope_parameters``; we
 edit those parameters, validate them with transformers' own checks, and rebuild every rotary
-module from the edited config, which is exactly what ``from_config`` would have built.
+module of the text model from the edited config, which is exactly what ``from_config`` would
+have built.
+
+Local/global hybrids (Gemma 3, OLMo 3, Gemma 3n, ...) keep one RoPE per layer type:
+``rope_parameters`` is a dict keyed by layer type (``{"sliding_attention": {...},
+"full_attention": {...}}``), ``config.layer_types`` names each layer's type, and the one rotary
+module holds a ``<type>_inv_freq`` buffer per type. On such a model a change targets the
+global (``full_attention``) layers by default, as Gemma 3's own long-context extension does
+(its technical report raises the global layers' base to 1M and rescales them for 128K, the
+local layers keep base 10K); ``layers="sliding"`` or ``"all"`` picks other types. A model with
+one shared RoPE changes all its layers, and refuses a target that names only some of them.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import torch
@@ -18,13 +29,71 @@ from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.placement import execution_device
 
 ROPE_TYPES = ("default", *ROPE_INIT_FUNCTIONS)
+TARGETS = ("global", "sliding", "all")  # or one layer type by name, e.g. "sliding_attention"
+GLOBAL, SLIDING = "full_attention", "sliding_attention"
 
 
-def rotary_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """(qualified name, module) of every rotary-embedding module in ``model``."""
-    return [(n, m) for n, m in model.named_modules() if type(m).__name__.endswith("RotaryEmbedding")]
+# -- where the RoPE of a layer lives -------------------------------------------------------------
+def text_config(model_or_config):
+    """The config of the text model (``text_config`` of a multimodal model such as gemma3)."""
+    config = getattr(model_or_config, "config", model_or_config)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
+def rotary_modules(model: torch.nn.Module, under: str = "") -> list[tuple[str, torch.nn.Module]]:
+    """(qualified name, module) of every rotary-embedding module in ``model`` (below ``under``,
+    e.g. the text model of a multimodal model, so that a vision tower's RoPE is left alone)."""
+    prefix = f"{under}." if under else ""
+    return [(n, m) for n, m in model.named_modules()
+            if n.startswith(prefix) and type(m).__name__.endswith("RotaryEmbedding")]
+
+
+def rope_keys(config) -> list[str]:
+    """The layer types that carry their own RoPE parameters (transformers' nested
+    ``rope_parameters``), or [] when one RoPE serves every layer."""
+    params = getattr(config, "rope_parameters", None)
+    nested = getattr(config, "nested_rope_parameter_keys", None)
+    return list(nested(params)) if isinstance(params, dict) and nested is not None else []
+
+
+def layer_type(config, layer: int) -> str:
+    """The attention type of ``layer``: ``config.layer_types[layer]``; a model without layer types
+    is ``sliding_attention`` when its config sets a window for every layer (mistral), else
+    ``full_attention``."""
+    types = getattr(config, "layer_types", None)
+    if types:
+        return str(types[layer])
+    return SLIDING if getattr(config, "sliding_window", None) else GLOBAL
+
+
+def layer_parameters(config, layer: int) -> dict | None:
+    """The RoPE parameters ``layer`` uses (None for a layer type without RoPE)."""
+    keys = rope_keys(config)
+    if not keys:
+        return config.rope_parameters
+    kind = layer_type(config, layer)
+    if kind not in keys:
+        raise CtxlensError(f"Layer {layer} is of type '{kind}', which has no entry in rope_parameters "
+                           f"(entries: {', '.join(keys)}); pick a layer of one of those types.")
+    return config.rope_parameters[kind]
+
+
+def inv_freq(model: torch.nn.Module, layer: int, under: str = "") -> torch.Tensor:
+    """[n_pairs] inverse frequencies ``layer`` rotates q and k with (looked up each call:
+    ``set_rope`` rebuilds the module)."""
+    config = text_config(model)
+    mods = rotary_modules(model, under)
+    if not mods:
+        raise CtxlensError(f"Model type '{config.model_type}' has no rotary embedding; RoPE analyses need a "
+                           "RoPE model.")
+    module = mods[0][1]
+    if layer_parameters(config, layer) is None:
+        raise CtxlensError(f"Layer {layer} ({layer_type(config, layer)}) uses no RoPE; pick a layer with RoPE.")
+    name = f"{layer_type(config, layer)}_inv_freq" if rope_keys(config) else "inv_freq"
+    return getattr(module, name)
+
+
+# -- editing ---------------------------------------------------------------------------------------
 def edited_parameters(params: dict, theta: float | None, scaling: dict | None) -> dict:
     """A copy of ``rope_parameters`` with a new theta and/or scaling (``{"rope_type": ..., ...}``)."""
     new = dict(params)
@@ -44,6 +113,35 @@ def edited_parameters(params: dict, theta: float | None, scaling: dict | None) -
     return new
 
 
+def _matches(target: str, kind: str) -> bool:
+    if target == "all":
+        return True
+    if target == "global":
+        return kind == GLOBAL
+    if target == "sliding":
+        return "sliding" in kind or kind == "chunked_attention"
+    return kind == target
+
+
+def target_types(config, layers: str | None, n_layers: int) -> list[str] | None:
+    """The layer types a change with target ``layers`` edits: their names for a model with a RoPE
+    per layer type (default: the global layers), None for a model whose one RoPE serves all layers
+    (default or a target that covers all of them), or a clear error."""
+    keys = rope_keys(config)
+    target = layers or ("global" if keys else "all")
+    if keys:
+        chosen = [k for k in keys if config.rope_parameters[k] is not None and _matches(target, k)]
+        if not chosen:
+            raise CtxlensError(f"'{config.model_type}' has no RoPE layers of type '{target}' (its RoPE layer types: "
+                               f"{', '.join(keys)}); pass --rope-layers global, sliding, all or one of those.")
+        return chosen
+    present = sorted({layer_type(config, i) for i in range(n_layers)})
+    if not all(_matches(target, kind) for kind in present):
+        raise CtxlensError(f"'{config.model_type}' has one RoPE shared by all its layers ({', '.join(present)}), so "
+                           f"it cannot change only the '{target}' ones; leave --rope-layers out or pass 'all'.")
+    return None
+
+
 def _build(cls, config, device):
     params = inspect.signature(cls.__init__).parameters
     kwargs = {"config": config} if "config" in params else {}
@@ -52,28 +150,51 @@ def _build(cls, config, device):
     return cls(**kwargs).to(device)
 
 
-def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict | None = None) -> dict:
-    """Edit ``model``'s RoPE in place; returns the new ``rope_parameters``."""
-    config = model.config
-    mods = rotary_modules(model)
-    params = getattr(config, "rope_parameters", None)
-    if not mods or not isinstance(params, dict) or "rope_theta" not in params:
-        raise CtxlensError(
-            f"Model type '{config.model_type}' has no rotary embedding to change; RoPE overrides apply to RoPE models only."
-        )
-    old = dict(params)
-    config.rope_parameters = edited_parameters(params, theta, scaling)
+def _rebuild(model: torch.nn.Module, config, new: dict, under: str) -> None:
+    """Set ``config.rope_parameters = new``, validate, rebuild the rotary modules; on failure the
+    config is restored and nothing changed."""
+    mods = rotary_modules(model, under)
+    old = config.rope_parameters
+    config.rope_parameters = new
     try:
         config.validate_rope()
         # each new module goes where the old one computed (its accelerate hook's device for a
         # dispatched model, whose offloaded buffers may sit on "meta")
         built = [(name, _build(type(m), config, execution_device(m))) for name, m in mods]
     except (ValueError, KeyError, TypeError) as err:
-        tried, config.rope_parameters = config.rope_parameters, old
-        raise CtxlensError(
-            f"Cannot apply RoPE parameters {tried} to '{config.model_type}': {err}"
-        ) from None
+        config.rope_parameters = old
+        raise CtxlensError(f"Cannot apply RoPE parameters {new} to '{config.model_type}': {err}") from None
     for name, module in built:
         parent_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent_name), attr, module)
-    return dict(config.rope_parameters)
+
+
+def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict | None = None,
+             layers: str | None = None, under: str = "", n_layers: int | None = None) -> dict:
+    """Edit ``model``'s RoPE in place. Returns the new parameters of what changed: the flat
+    ``rope_parameters`` of a one-RoPE model, ``{layer_type: parameters}`` of the changed types
+    of a model with a RoPE per layer type. ``layers``: see ``target_types``."""
+    config = text_config(model)
+    params = getattr(config, "rope_parameters", None)
+    keys = rope_keys(config)
+    if not rotary_modules(model, under) or not isinstance(params, dict) or not (keys or "rope_theta" in params):
+        raise CtxlensError(
+            f"Model type '{config.model_type}' has no rotary embedding to change; RoPE overrides apply to RoPE "
+            "models only."
+        )
+    n_layers = n_layers or int(getattr(config, "num_hidden_layers", 0) or len(getattr(config, "layer_types", []) or []))
+    chosen = target_types(config, layers, n_layers)
+    if chosen is None:
+        new = edited_parameters(params, theta, scaling)
+        _rebuild(model, config, new, under)
+        return dict(config.rope_parameters)
+    new = copy.deepcopy(params)
+    for kind in chosen:
+        new[kind] = edited_parameters(params[kind], theta, scaling)
+    _rebuild(model, config, new, under)
+    return {kind: dict(config.rope_parameters[kind]) for kind in chosen}
+
+
+def restore_rope(model: torch.nn.Module, params: dict, under: str = "") -> None:
+    """Put back a whole ``rope_parameters`` (as read before a change) and rebuild the rotary modules."""
+    _rebuild(model, text_config(model), copy.deepcopy(params), under)

@@ -17,7 +17,9 @@ is kept). Installing either override routes the model's attention through
 L x L matrix exists, or hands over to the implementation the model had before.
 
 Positions are taken as 0..k_len-1 for keys and the last q_len of those for queries
-(unpadded inputs, prefill or cached generation).
+(unpadded inputs, prefill or cached generation). Each layer rotates with its own inverse
+frequencies (per layer type on local/global hybrids such as Gemma 3: base 1e4 on sliding
+layers, 1e6 on global ones).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
-from ctxlens.lm.rope import rotary_modules
+from ctxlens.lm import rope as _rope
 from ctxlens.metrics.rope import pair_index
 
 NAME = "ctxlens-positional"
@@ -108,10 +110,12 @@ class _Override:
     rotary_dims: int
     selfextend: SelfExtend | None = None
     edit: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None
+    layer: int = 0  # the block this module belongs to: its layer type picks the inverse frequencies
+    under: str = ""  # dotted path of the text model holding the rotary module
 
     def inv_freq(self) -> torch.Tensor:
-        """The current inverse frequencies (looked up each call: set_rope rebuilds the module)."""
-        return rotary_modules(self.model)[0][1].inv_freq
+        """[n_pairs] the layer's current inverse frequencies (looked up each call: set_rope rebuilds the module)."""
+        return _rope.inv_freq(self.model, self.layer, self.under)
 
 
 def selfextend_scores(q, k, qpos, kpos, se: SelfExtend, inv_freq, layout: str, rotary_dims: int,
@@ -179,7 +183,9 @@ def _overrides(lm) -> list[_Override]:
     for layer in lm.attention_layers():
         module = lm.attention(layer)
         if getattr(module, _ATTR, None) is None:
-            object.__setattr__(module, _ATTR, _Override(lm.model, lm.family.rope_layout, lm.rotary_dims))
+            ov = _Override(lm.model, lm.family.rope_layout, lm.layer_rotary_dims(layer), layer=layer,
+                           under=lm.text_prefix)
+            object.__setattr__(module, _ATTR, ov)
         out.append(getattr(module, _ATTR))
     return out
 
@@ -251,17 +257,17 @@ def zero_pairs_edit(pairs: Sequence[int], layout: str, rotary_dims: int) -> Call
 def ablate_pairs(lm, pairs: Sequence[int], layers: Sequence[int] | None = None) -> Iterator[None]:
     """Within the block, RoPE frequency pairs ``pairs`` are zeroed in post-RoPE q and k of
     ``layers`` (default: every attention layer), so they contribute nothing to any logit."""
-    n_pairs = lm.rotary_dims // 2
-    bad = [p for p in pairs if not 0 <= p < n_pairs]
-    if bad:
-        raise CtxlensError(f"RoPE pairs {bad} do not exist; this model has pairs 0..{n_pairs - 1}.")
     ovs = _overrides(lm)
     chosen = set(lm.attention_layers() if layers is None else layers)
-    edit = zero_pairs_edit(pairs, lm.family.rope_layout, lm.rotary_dims)
-    _install(lm)
     targets = [ov for layer, ov in zip(lm.attention_layers(), ovs) if layer in chosen]
     for ov in targets:
-        ov.edit = edit
+        bad = [p for p in pairs if not 0 <= p < ov.rotary_dims // 2]
+        if bad:
+            raise CtxlensError(f"RoPE pairs {bad} do not exist in layer {ov.layer}; it has pairs "
+                               f"0..{ov.rotary_dims // 2 - 1}.")
+    _install(lm)
+    for ov in targets:  # each layer's own pair layout (partial rotary may differ per layer type)
+        ov.edit = zero_pairs_edit(pairs, lm.family.rope_layout, ov.rotary_dims)
     try:
         yield
     finally:

@@ -58,6 +58,16 @@ _FAMILY_KWARGS: dict[str, dict[str, Any]] = {
     # layer 0 sliding (window 16), layer 1 global; attn/final logit soft-capping keep
     # their defaults (50 / 30); query_pre_attn_scalar = head_dim as in gemma-2-2b/9b.
     "gemma2": {**_DECODER, "sliding_window": 16, "query_pre_attn_scalar": 16},
+    # five sliding layers (window 16, RoPE base 1e4) then one global layer (base 1e6), as Gemma 3
+    "gemma3_text": {**_DECODER, "num_hidden_layers": 6, "sliding_window": 16, "query_pre_attn_scalar": 16},
+    # Gemma 3 with its (tiny, unused by text-only inputs) vision tower
+    "gemma3": {
+        "text_config": {**_DECODER, "num_hidden_layers": 6, "sliding_window": 16, "query_pre_attn_scalar": 16},
+        "vision_config": {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "image_size": 32, "patch_size": 8},
+        "mm_tokens_per_image": 4, "image_token_index": 255, "boi_token_index": 253, "eoi_token_index": 254,
+        **_TOKENS,
+    },
     "olmo2": {**_DECODER},
     # 25% of each head's dims are rotated; attention and MLP read the same input.
     "gpt_neox": {

@@ -4,6 +4,20 @@ Units already committed (by this or any other writer of the directory) are skipp
 loaded only when it has unfinished units. Under ``torchrun`` each rank runs its share of the
 units into its own log pair (``ctxlens.runner.dist``). Each finished unit's rows are committed
 together (``RunStore.commit``), so a killed run loses at most the unit in flight.
+
+No half-made run directory (issue 22 part 8). Before loading anything the run only reads: the
+experiment's options, and the ``config.yaml`` already in ``out`` (a different run there is an
+error). The directory is created or repaired, and ``config.yaml`` / ``env.json`` written, at the
+first commit, i.e. once a model has loaded, passed the experiment's needs and finished its first
+unit. So a model that fails to load (bad spec, unknown family, missing file, ...) or a first unit
+that fails leaves no directory where there was none, and an existing one byte-identical.
+
+``config.yaml`` lists the models whose rows the directory may hold: those it listed before, then
+each model of this run up to the one about to commit its first rows (earlier ones are finished
+or committed). When the second model of a run fails to load, the first one's committed rows stay
+and the config lists the first, not the second; the same command, once the second loads, adds it.
+A resume naming fewer models keeps the list. Each write re-reads config.yaml and only adds to its
+list, and ranks walk the models in the same order, so ranks of a sharded run agree on it.
 """
 
 from __future__ import annotations
@@ -18,11 +32,12 @@ from ctxlens.core.env import environment
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist
-from ctxlens.runner.store import RunStore, committed_units, log_names
+from ctxlens.runner.store import RunStore, check_config, committed_units, log_names, read_config
 
 log = logging.getLogger(__name__)
 
 LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
+COMPARE_KEYS = ("experiment", "options", "model_options")  # a resume must match these; models may grow
 
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
@@ -30,11 +45,64 @@ def run_config(experiment: str, models: Sequence[str], options: dict, model_opti
     return {"experiment": experiment, "models": list(models), "options": dict(options), "model_options": dict(model_options)}
 
 
-def _prepare(lm, model_options: dict) -> None:
-    if model_options.get("rope_theta") is not None or model_options.get("rope_scaling") is not None:
-        lm.set_rope(theta=model_options.get("rope_theta"), scaling=model_options.get("rope_scaling"))
+def _prepare(lm, model_options: dict) -> dict:
+    """Apply the model options that change a loaded model; returns the RoPE change as columns
+    (``{"rope_changed": {layer type or "all": new parameters}}``, empty when none)."""
+    theta, scaling, layers = (model_options.get(k) for k in ("rope_theta", "rope_scaling", "rope_layers"))
+    changed = {}
+    if theta is not None or scaling is not None:
+        params = lm.set_rope(theta=theta, scaling=scaling, layers=layers)
+        per_type = all(isinstance(v, dict) for v in params.values())
+        changed = {"rope_changed": params if per_type else {"all": params}}
+    elif layers is not None:
+        from ctxlens.core.errors import CtxlensError
+
+        raise CtxlensError("--rope-layers says which layers --rope-theta / --rope-scaling change; pass one of "
+                           "those too.")
     if model_options.get("allow_extrapolation"):
         lm.allow_extrapolation()
+    return changed
+
+
+class _Writer:
+    """This process's writer of the run directory, which it opens only at its first commit."""
+
+    def __init__(self, out: Path, config: dict, shard: dist.Shard, device: str | None):
+        self.out, self.config, self.shard, self.device = out, config, shard, device
+        self.store: RunStore | None = None
+
+    def open(self, models: Sequence[str]) -> RunStore:
+        """The store: the directory created or repaired on the first call, config.yaml listing ``models``."""
+        first = self.store is None
+        if first:
+            results_name, units_name = log_names(self.shard.rank if self.shard.sharded else None)
+            self.store = RunStore(self.out, results_name=results_name, units_name=units_name)
+            for note in self.store.repairs:
+                log.warning("%s", note)
+        self._record(models)
+        if first and self.shard.rank == 0:
+            self.store.write_env(environment(self.device))
+        return self.store
+
+    def _record(self, models: Sequence[str]) -> None:
+        """Make config.yaml list ``models`` after the ones it lists already; rewritten only on a change."""
+        old = read_config(self.out)
+        listed = list(dict.fromkeys([*((old or {}).get("models") or []), *models]))
+        if old is None or listed != old.get("models"):
+            self.store.write_config({**self.config, "models": listed}, compare_keys=COMPARE_KEYS)
+
+
+def _ready(exp, spec: str, load_options: dict, model_options: dict) -> tuple[object, dict]:
+    """(model, columns for its rows): ``spec`` loaded, checked against the experiment's needs and
+    prepared, with what ``_prepare`` changed; the spec itself for experiments that build their own."""
+    from ctxlens.lm.loading import load
+
+    if not exp.loads_model:
+        return spec, {}
+    lm = load(spec, **load_options)
+    for need in exp.needs:
+        lm.family.require(need, spec)
+    return lm, _prepare(lm, model_options) or {}
 
 
 def run(
@@ -45,10 +113,13 @@ def run(
     model_options: dict | None = None,
     progress: bool = True,
 ) -> RunStore:
-    """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store."""
-    from ctxlens.lm.loading import load
+    """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
 
-    options, model_options = dict(options or {}), dict(model_options or {})
+    Nothing is written to ``out`` before the first unit's rows are ready (see the module docstring).
+    """
+    from ctxlens.core.errors import CtxlensError
+
+    options, model_options, out = dict(options or {}), dict(model_options or {}), Path(out)
     if not progress:
         from transformers.utils import logging as hf_logging
 
@@ -57,42 +128,32 @@ def run(
     config = make_config(exp.Config, options)
     models = list(models) or list(exp.default_models)
     if not models:
-        from ctxlens.core.errors import CtxlensError
-
         raise CtxlensError("No model given; pass --model SPEC (a hub id, a local directory or zoo:NAME).")
+    if out.exists() and not out.is_dir():
+        raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the run.")
+    run_cfg = run_config(experiment, models, options, model_options)
+    check_config(out, run_cfg, compare_keys=COMPARE_KEYS)
     shard = dist.from_env()
     load_options = {k: model_options[k] for k in LOAD_KEYS if model_options.get(k) is not None}
     if "device" in load_options:
         load_options["device"] = shard.device(load_options["device"])
-    results_name, units_name = log_names(shard.rank if shard.sharded else None)
-    store = RunStore(out, results_name=results_name, units_name=units_name)
-    for note in store.repairs:
-        log.warning("%s", note)
-    store.write_config(run_config(experiment, models, options, model_options),
-                       compare_keys=("experiment", "options", "model_options"))
-    if shard.rank == 0:
-        store.write_env(environment(load_options.get("device")))
+    writer = _Writer(out, run_cfg, shard, load_options.get("device"))
     done = committed_units(out)
     index = 0
-    for spec in models:
+    for position, spec in enumerate(models):
         units = [{"model": spec, "experiment": experiment, **u} for u in exp.plan(config)]
         mine = [u for i, u in enumerate(units, start=index) if shard.owns(i)]
         index += len(units)
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
         if not todo:
             continue
-        if exp.loads_model:
-            lm = load(spec, **load_options)
-            for need in exp.needs:
-                lm.family.require(need, spec)
-            _prepare(lm, model_options)
-        else:
-            lm = spec
-        cache: dict = {}
+        (lm, columns), cache = _ready(exp, spec, load_options, model_options), {}
         desc = f"{experiment} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
-        for unit in tqdm(todo, desc=desc, disable=not progress, unit="unit"):
+        for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
             rows = exp.run(lm, config, unit, cache)
-            store.commit(RunStore.unit_key(unit), [{**unit, **row} for row in rows])
+            store = writer.open(models[:position + 1]) if n == 0 else writer.store
+            store.commit(RunStore.unit_key(unit), [{**unit, **columns, **row} for row in rows])
         del lm, cache
+    store = writer.open(models)  # every model is finished or committed: the config lists them all
     dist.barrier(shard, load_options.get("device"))
     return store

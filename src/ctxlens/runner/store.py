@@ -168,6 +168,28 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
     return done
 
 
+def read_config(directory: str | os.PathLike) -> dict | None:
+    """The run's ``config.yaml``, or None when there is none (read-only)."""
+    path = Path(directory) / "config.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def check_config(directory: str | os.PathLike, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
+    """Raise if ``directory`` holds a run whose ``config.yaml`` differs from ``config`` in ``compare_keys``
+    (all keys when None); touches nothing, so a run can check before it writes anything."""
+    old = read_config(directory)
+    if old is None:
+        return
+    new = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))  # compare as stored, so tuples equal lists
+    keys = list(compare_keys) if compare_keys is not None else list(dict.fromkeys([*old, *new]))
+    diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys if old.get(k, _UNSET) != new.get(k, _UNSET)]
+    if diffs:
+        raise CtxlensError(
+            f"{directory} already holds a run with a different configuration ({'; '.join(diffs)}); "
+            "use a new --out directory or the same options."
+        )
+
+
 class RunStore:
     """One writer's view of a run directory; see the module docstring for the protocol."""
 
@@ -203,23 +225,11 @@ class RunStore:
         self._end, self._units_end = end, valid_bytes
 
     def write_config(self, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
-        text = yaml.safe_dump(config, sort_keys=False)
-        old = self.read_config()
-        if old is not None:
-            new = yaml.safe_load(text)  # compare as stored, so tuples equal lists
-            keys = list(compare_keys) if compare_keys is not None else list(dict.fromkeys([*old, *new]))
-            diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys
-                     if old.get(k, _UNSET) != new.get(k, _UNSET)]
-            if diffs:
-                raise CtxlensError(
-                    f"{self.dir} already holds a run with a different configuration ({'; '.join(diffs)}); "
-                    "use a new --out directory or the same options."
-                )
-        _atomic_write(self.dir / "config.yaml", text)
+        check_config(self.dir, config, compare_keys=compare_keys)
+        _atomic_write(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
 
     def read_config(self) -> dict | None:
-        path = self.dir / "config.yaml"
-        return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+        return read_config(self.dir)
 
     def write_env(self, env: dict) -> None:
         _atomic_write(self.dir / "env.json", json.dumps(_clean(env), indent=2, allow_nan=False) + "\n")

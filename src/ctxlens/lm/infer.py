@@ -1,0 +1,516 @@
+"""Adapters inferred from a loaded model's module tree, then checked on the model itself.
+
+A ``model_type`` with no hand-written ``Family`` (``ctxlens.lm.families``) gets one built here:
+
+1. *Read the tree.* The block list is the shallowest ``nn.ModuleList`` with one entry per layer;
+   the attention module is the block child whose class is an ``*Attention``; its output
+   projection is the ``nn.Linear`` that maps ``heads x head_dim`` back to ``d_model``; the
+   rotary modules are the ``*RotaryEmbedding`` modules; the MLP branch is the block child
+   named or classed like an MLP / feed-forward / mixture of experts.
+2. *Check it on a short probe* (``PROBE_LEN`` tokens, a few forwards), each claim against a
+   route that does not use it:
+   - token losses: the chunked loss from the base model's final hidden states (with the
+     logit post-processing found among the config's soft-cap / scale fields) equals the
+     cross-entropy of the model's own logits;
+   - residual after the mixer (seed 000, Section 3): the read point is the candidate that
+     equals the block output when that block's MLP branch outputs zero;
+   - q/k: every attention module hands its post-RoPE q and k to ctxlens' registered
+     attention function, with the configured head counts;
+   - head masking: zeroing a head's slice of the output projection's input equals zeroing
+     that head's columns of the projection weight;
+   - RoPE pair layout: with one token repeated, the layer-0 pre-RoPE query is the same at
+     every position, so post-RoPE pair ``i`` at position ``p`` must be the position-0 pair
+     rotated by ``p * inv_freq[i]``; the layout ("half" or "interleaved") for which that
+     holds is the model's.
+
+Whatever a check cannot confirm is marked unsupported with one sentence saying why
+(``Family.unsupported``); nothing is guessed silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import attention as attn_fn
+from ctxlens.lm.families import Family
+
+PROBE_LEN = 12
+ATOL = 1e-4  # relative to the scale of the compared tensors (float32 on the probe)
+_MLP_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "moe", "channel_mix", "mlp_block", "ff")
+_MLP_CLASSES = ("MLP", "Mlp", "FeedForward", "MoE", "Moe", "Experts", "FFN", "Ffn", "SparseMoe")
+
+
+# -- reading the module tree -------------------------------------------------------------------
+def text_config(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+def layer_count(config) -> int | None:
+    text = text_config(config)
+    for attr in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        if isinstance(getattr(text, attr, None), int):
+            return int(getattr(text, attr))
+    return None
+
+
+def find_layers(model: nn.Module) -> str:
+    """Dotted path of the block list: the shallowest ModuleList with one entry per layer."""
+    want = layer_count(model.config)
+    lists = [(n.count("."), -len(m), n) for n, m in model.named_modules()
+             if isinstance(m, nn.ModuleList) and len(m) and (want is None or len(m) == want)]
+    if not lists:
+        raise CtxlensError(f"Cannot find the list of {want} blocks in '{model.config.model_type}'; "
+                           "add a hand-written Family for it in ctxlens.lm.families.")
+    return min(lists)[2]
+
+
+def _is_attention(module: nn.Module) -> bool:
+    name = type(module).__name__
+    return "Attention" in name and "Norm" not in name
+
+
+def find_attention(blocks: nn.ModuleList) -> str | None:
+    """The attribute most blocks keep their attention module under (None without attention)."""
+    counts: dict[str, int] = {}
+    for block in blocks:
+        for attr, child in block.named_children():
+            if _is_attention(child):
+                counts[attr] = counts.get(attr, 0) + 1
+    return max(counts, key=counts.get) if counts else None
+
+
+def projection_shape(module: nn.Module) -> tuple[int, int] | None:
+    """(in_features, out_features) of an nn.Linear or a GPT-2 style Conv1D (weight [in, out])."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
+        return tuple(module.weight.shape)
+    return None
+
+
+def find_out_proj(attention: nn.Module, d_model: int) -> str | None:
+    """The output projection: the last Linear (or Conv1D) of the attention module mapping back to d_model."""
+    found = [n for n, m in attention.named_children() if (projection_shape(m) or (0, 0))[1] == d_model]
+    return found[-1] if found else None
+
+
+def find_mlp(block: nn.Module) -> str | None:
+    """The MLP / feed-forward / mixture-of-experts child of a block, by attribute name, then by class."""
+    children = [(a, c) for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__]
+    for attr, _ in children:
+        if attr in _MLP_NAMES:
+            return attr
+    for attr, child in children:
+        if any(c in type(child).__name__ for c in _MLP_CLASSES):
+            return attr
+    return None
+
+
+def find_decoder(model: nn.Module) -> str | None:
+    """Path of the decoder when transformers' ``base_model`` is the whole model (llama4_text)."""
+    if model.base_model is not model:
+        return None
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    for name, module in model.named_children():
+        if module is decoder:
+            return name
+    return find_layers(model).split(".")[0]  # the child that holds the blocks
+
+
+def _rotary(model: nn.Module) -> list[nn.Module]:
+    return [m for _, m in model.named_modules() if type(m).__name__.endswith("RotaryEmbedding")]
+
+
+# -- probe helpers -----------------------------------------------------------------------------
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.float(), b.float()
+    return a.shape == b.shape and bool(torch.isfinite(a).all()) and \
+        float((a - b).abs().max()) <= ATOL * max(1.0, float(b.abs().max()))
+
+
+def decoder(model: nn.Module) -> nn.Module:
+    path = find_decoder(model)
+    return model.get_submodule(path) if path else model.base_model
+
+
+def _first(out) -> torch.Tensor:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _hidden(args, kwargs) -> torch.Tensor | None:
+    if args and torch.is_tensor(args[0]):
+        return args[0]
+    for name in ("hidden_states", "activations", "hidden", "x", "input"):
+        if torch.is_tensor(kwargs.get(name)):
+            return kwargs[name]
+    return None
+
+
+@contextlib.contextmanager
+def _hooks(handles: list):
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _zero_output(module, args, out):
+    if isinstance(out, tuple):
+        return (torch.zeros_like(out[0]),) + out[1:]
+    return torch.zeros_like(out)
+
+
+# -- the checks --------------------------------------------------------------------------------
+def _post_candidates(config) -> list[tuple[str, Callable | None]]:
+    """(description, logits_post) pairs to try: none, then each logit field of the config."""
+    from ctxlens.lm.families import _scale, _softcap
+
+    text, out = text_config(config), [("none", None)]
+    for attr, value in sorted(vars(text).items()):
+        if "logit" not in attr or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if "cap" in attr:
+            out.append((f"soft-cap {attr}", _softcap(attr)))
+        else:
+            out += [(f"scale by {attr}", _scale(attr)), (f"divide by {attr}", _divide(attr))]
+    return out
+
+
+def _divide(attr: str) -> Callable:
+    def post(config, logits: torch.Tensor) -> torch.Tensor:
+        return logits / getattr(text_config(config), attr, 1.0)
+
+    return post
+
+
+def check_logits(model, ids: torch.Tensor) -> tuple[Callable | None, str | None]:
+    """(logits_post, None) for the post-processing that reproduces the model's logits, or (None, why)."""
+    head = model.get_output_embeddings()
+    if head is None:
+        return None, "the model has no output embedding (LM head) to compute losses from."
+    with torch.inference_mode():
+        want = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
+        hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state
+        raw = head(hidden)
+    # the closest candidate, not the first within tolerance: a soft-cap barely bends small logits
+    scored = []
+    for _, post in _post_candidates(model.config):
+        got = raw if post is None else post(text_config(model.config), raw)
+        if _close(got, want):
+            scored.append((float((got.float() - want).abs().max()), len(scored), post))
+    if scored:
+        return min(scored)[2], None
+    return None, ("the base model's final hidden states through the LM head do not reproduce the model's "
+                  "logits under any logit scaling or soft-cap in its config, so chunked losses would be wrong.")
+
+
+def _resid_candidates(block: nn.Module, attn: str | None, mlp: str | None) -> list[str]:
+    out = [f"pre:{n}" for n, _ in block.named_children() if n != attn]
+    return out + ([f"sum:{attn}"] if attn else [])
+
+
+def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Tensor) -> tuple[str | None, str | None]:
+    """(mode, None) for the read point equal to each block's output with its MLP zeroed, or (None, why)."""
+    mlps = [find_mlp(b) for b in blocks]
+    sublayers = {tuple(n for n, _ in b.named_children() if "norm" not in n.lower()) for b in blocks}
+    if len(sublayers) == 1 and len(next(iter(sublayers))) == 1:
+        mlps = [None] * len(blocks)  # blocks of one sublayer each (nemotron_h): the block output
+    if len(set(mlps)) > 1:
+        return None, "its blocks differ in where they keep the MLP branch, so one read point cannot be checked."
+    mlp = mlps[0]
+    others = [n for n, _ in blocks[0].named_children() if "norm" not in n.lower()]
+    if mlp is None and len(others) != 1:
+        return None, "no MLP branch was recognised in its blocks, so the residual after the mixer cannot be isolated."
+    candidates = [c for c in _resid_candidates(blocks[0], attn, mlp) if all(_has(b, c) for b in blocks)]
+    if mlp is None:  # one mixer and norms: the block output is the residual after the mixer if it is input + mixer
+        candidates = [f"sum:{others[0]}"]
+    seen: dict[tuple[str, int], torch.Tensor] = {}
+    truth: dict[int, torch.Tensor] = {}
+    handles = []
+    for i, block in enumerate(blocks):
+        handles.append(block.register_forward_pre_hook(_keep(seen, ("in", i)), with_kwargs=True))
+        handles.append(block.register_forward_hook(lambda m, a, o, i=i: truth.__setitem__(i, _first(o).detach())))
+        if mlp:
+            handles.append(block.get_submodule(mlp).register_forward_hook(_zero_output))
+        for c in candidates:
+            if c.startswith("pre:"):
+                sub = block.get_submodule(c[4:])
+                handles.append(sub.register_forward_pre_hook(_keep(seen, (c, i)), with_kwargs=True))
+            elif c.startswith("sum:"):
+                sub = block.get_submodule(c[4:])
+                handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _first(o).detach())))
+    with _hooks(handles), torch.inference_mode():
+        decoder(model)(input_ids=ids, use_cache=False)
+    for c in candidates:
+        if all(_close(_read(seen, c, i, truth), truth[i]) for i in truth):
+            return ("out" if mlp is None else c), None
+    return None, ("no point inside its blocks equals layer input + mixer output (the block output with the MLP "
+                  "branch zeroed), so the residual after the mixer cannot be read.")
+
+
+def _has(block: nn.Module, mode: str) -> bool:
+    if mode == "out":
+        return True
+    try:
+        block.get_submodule(mode[4:])
+        return True
+    except AttributeError:
+        return False
+
+
+def _keep(store: dict, key):
+    def hook(m, args, kwargs):
+        h = _hidden(args, kwargs)
+        if h is not None:
+            store[key] = h.detach()
+
+    return hook
+
+
+def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
+    if mode == "out":
+        return truth[i]
+    if mode.startswith("sum:"):
+        x, y = seen.get(("in", i)), seen.get((mode, i))
+        return torch.full((0,), float("nan")) if x is None or y is None or x.shape != y.shape else x + y
+    return seen.get((mode, i), torch.full((0,), float("nan")))
+
+
+class _Seen:
+    def __init__(self):
+        self.q: dict[int, torch.Tensor] = {}
+        self.k: dict[int, torch.Tensor] = {}
+
+    def record(self, module, query, key):
+        self.q.setdefault(id(module), query.detach())
+        self.k.setdefault(id(module), key.detach())
+
+
+def _recorded(model, ids: torch.Tensor) -> _Seen:
+    seen = _Seen()
+    attn_fn.push(seen)
+    try:
+        with torch.inference_mode():
+            decoder(model)(input_ids=ids, use_cache=False)
+    finally:
+        attn_fn.pop(seen)
+    return seen
+
+
+def recording_modules(model, modules: list[nn.Module], ids: torch.Tensor) -> list[nn.Module]:
+    """The attention modules that hand their q/k to ctxlens' registered attention function."""
+    seen = _recorded(model, ids)
+    return [m for m in modules if id(m) in seen.q]
+
+
+def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -> str | None:
+    """None when the attention modules hand [1, heads, seq, head_dim] q/k to ctxlens, else why not."""
+    seen = _recorded(model, ids)
+    if not modules:
+        return ("none of its attention modules runs through transformers' attention interface, so post-RoPE "
+                "queries and keys cannot be captured.")
+    for m in modules:
+        q, k = seen.q[id(m)], seen.k[id(m)]
+        if q.ndim != 4 or q.shape[1] != n_heads or q.shape[2] != ids.shape[1] or k.shape[-1] != q.shape[-1]:
+            return f"its attention hands over queries of shape {tuple(q.shape)}, not [batch, {n_heads} heads, seq, head_dim]."
+    return None
+
+
+def check_head_mask(lm, layer: int, ids: torch.Tensor) -> str | None:
+    """None when masking heads equals zeroing their output-projection columns, else why not."""
+    proj = lm.out_proj(layer)
+    n_in = projection_shape(proj)[0]
+    if n_in % lm.n_heads:
+        return f"its output projection takes {n_in} inputs, not a whole number per each of {lm.n_heads} heads."
+    heads = sorted({0, lm.n_heads - 1})
+    with torch.inference_mode():
+        with lm.mask_heads({layer: heads}):
+            masked = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state
+        width = n_in // lm.n_heads
+        saved = proj.weight.detach().clone()
+        columns = proj.weight if isinstance(proj, nn.Linear) else proj.weight.T  # [out, in]
+        try:
+            for h in heads:
+                columns[:, h * width:(h + 1) * width] = 0
+            zeroed = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state
+        finally:
+            proj.weight.copy_(saved)
+    if _close(masked, zeroed):
+        return None
+    return "zeroing a head's slice of the output projection's input does not equal zeroing its weight columns."
+
+
+def inv_freq_of(rotary: nn.Module, layer_type: str | None = None) -> torch.Tensor | None:
+    """[n_pairs] inverse frequencies of a rotary module (per layer type where it keeps several)."""
+    if layer_type and torch.is_tensor(getattr(rotary, f"{layer_type}_inv_freq", None)):
+        return getattr(rotary, f"{layer_type}_inv_freq")
+    return rotary.inv_freq if torch.is_tensor(getattr(rotary, "inv_freq", None)) else None
+
+
+def _inv_freq_buffers(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    return [(m, n) for m in _rotary(model) for n, b in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
+
+
+@contextlib.contextmanager
+def _no_rotation(model: nn.Module):
+    """Within the block every rotary module's inverse frequencies are zero: RoPE rotates nothing."""
+    saved = [(m, n, getattr(m, n).clone()) for m, n in _inv_freq_buffers(model)]
+    try:
+        for m, n, b in saved:
+            getattr(m, n).zero_()
+        yield
+    finally:
+        for m, n, b in saved:
+            getattr(m, n).copy_(b)
+
+
+def check_rope_layout(model, module: nn.Module, layer_type: str | None, ids: torch.Tensor) -> tuple[str | None, str | None]:
+    """("half" | "interleaved", None) for the pair layout under which q rotates by p * inv_freq, or (None, why).
+
+    ``module`` is the first attention layer: nothing before it depends on RoPE, so with every
+    inverse frequency zeroed it receives the same input and returns the unrotated query.
+    """
+    rotaries = _rotary(model)
+    inv = inv_freq_of(rotaries[0], layer_type) if rotaries else None
+    if inv is None:
+        return None, "it has no rotary-embedding module with inverse frequencies to check against."
+    inv = inv.detach().clone()
+    q = _recorded(model, ids).q.get(id(module))
+    with _no_rotation(model):
+        q0 = _recorded(model, ids).q.get(id(module))
+    if q is None or q0 is None:
+        return None, "the first attention layer's queries could not be captured."
+    q, q0 = q[0].double(), q0[0].double()  # [heads, seq, head_dim]
+    n = inv.numel()
+    if 2 * n > q.shape[-1]:
+        return None, f"its rotary module has {n} frequency pairs but the heads have only {q.shape[-1]} dims."
+    angle = torch.arange(q.shape[1], dtype=torch.float64, device=q.device)[:, None] * inv.double().to(q.device)
+    for layout in ("half", "interleaved"):
+        z, z0 = _pairs(q, n, layout), _pairs(q0, n, layout)  # [heads, seq, n_pairs] complex
+        want = z0 * torch.polar(torch.ones_like(angle), angle)  # unrotated pair rotated by position x inv_freq
+        # the rope type's attention scaling multiplies rotated and unrotated queries alike
+        if float((z - want).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
+            return layout, None
+    return None, ("its first attention layer's queries are not the unrotated queries turned by position x inv_freq "
+                  "under either pair layout, so the RoPE analyses cannot apply.")
+
+
+def _pairs(x: torch.Tensor, n: int, layout: str) -> torch.Tensor:
+    """[..., head_dim] -> [..., n] complex pairs (rotary dims only)."""
+    if layout == "half":
+        return torch.complex(x[..., :n], x[..., n:2 * n])
+    return torch.complex(x[..., 0:2 * n:2], x[..., 1:2 * n:2])
+
+
+# -- assembling the family ---------------------------------------------------------------------
+def _probe_ids(model, length: int = PROBE_LEN) -> torch.Tensor:
+    vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else 256
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(min(3, vocab - 1), min(vocab, 32000), (1, length), generator=gen)
+    return ids.to(next(model.parameters()).device)
+
+
+def _kind(n_attention: int, n_layers: int, model) -> str:
+    if n_attention == n_layers:
+        return "transformer"
+    if n_attention:
+        return "hybrid"
+    return "ssm" if any("Mamba" in type(m).__name__ or "SSM" in type(m).__name__ for m in model.modules()) else "recurrent"
+
+
+def _position(model, rope_layout: str | None) -> str:
+    text = text_config(model.config)
+    if rope_layout or _rotary(model):
+        return "rope"
+    if getattr(text, "alibi", False) or "alibi" in str(getattr(text, "position_embedding_type", "")):
+        return "alibi"
+    if any(n.endswith(("wpe", "embed_positions", "position_embeddings")) for n, _ in model.named_modules()):
+        return "learned"
+    return "none"
+
+
+def infer_family(model) -> Family:
+    """A ``Family`` for ``model`` (its attention already routed through ctxlens), checked on a probe."""
+    config = model.config
+    layers = find_layers(model)
+    blocks = model.get_submodule(layers)
+    attn = find_attention(blocks)
+    ids = _probe_ids(model)
+    refused: dict[str, str] = {}
+    try:
+        post, why = check_logits(model, ids)
+    except Exception as err:  # noqa: BLE001 - the model's own forward failed on the probe
+        raise CtxlensError(f"'{config.model_type}' fails its own forward on a {PROBE_LEN}-token probe "
+                           f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}); check its config.") from None
+    if why:
+        raise CtxlensError(f"ctxlens cannot compute token losses for '{config.model_type}': {why}")
+    resid, why = _attempt(check_residual, model, blocks, attn, ids)
+    if why:
+        refused["residual"] = why
+    named = {i: getattr(b, attn) for i, b in enumerate(blocks) if attn and _is_attention(getattr(b, attn, None) or nn.Identity())}
+    recording = _attempt(recording_modules, model, list(named.values()), ids)
+    recording = recording if isinstance(recording, list) else []
+    attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))
+    modules = [named[i] for i in attn_layers] or list(named.values())
+    text = text_config(config)
+    n_heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 0)
+    interface = bool(modules)
+    out_proj, rope_layout = None, None
+    if modules and not n_heads:
+        modules, interface = [], False
+        refused["qk"] = refused["head_mask"] = "its config gives no number of attention heads."
+    if modules:
+        why = _attempt(check_qk, model, [named[i] for i in attn_layers], n_heads, ids)
+        if why:
+            refused["qk"] = refused["rope"] = why
+            interface = False
+        out_proj = find_out_proj(modules[0], _d_model(model))
+        if out_proj is None:
+            refused["head_mask"] = "no Linear inside its attention module maps the heads back to the model width."
+        layer_types = getattr(text, "layer_types", None)
+        first = next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is modules[0])
+        lt = layer_types[first] if isinstance(layer_types, (list, tuple)) and len(layer_types) > first else None
+        if interface and _rotary(model):
+            rope_layout, why = _attempt(check_rope_layout, model, modules[0], lt, ids)
+            if why:
+                refused["rope"] = why
+    family = Family(
+        name=config.model_type, kind=_kind(len(modules), len(blocks), model), position=_position(model, rope_layout),
+        layers=layers, resid=resid or "out", attn=attn if modules else None, out_proj=out_proj, interface=interface,
+        base=find_decoder(model), attn_layers=attn_layers if interface else None,
+        rope_layout=rope_layout, logits_post=post, unsupported=tuple(refused.items()), inferred=True,
+        notes="adapter inferred from the module tree and checked on the model at load",
+    )
+    if "head_mask" in family.supports:
+        from ctxlens.lm.model import LM
+
+        layer = next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is modules[0])
+        why = _attempt(check_head_mask, LM(model, None, family, name=config.model_type), layer, ids)
+        if why:
+            family = _refuse(family, "head_mask", why)
+    return family
+
+
+def _attempt(check: Callable, *args):
+    """``check(*args)``; a check that raises refuses its analysis with the error's first line."""
+    try:
+        return check(*args)
+    except Exception as err:  # noqa: BLE001 - any failure of a probe means "not confirmed"
+        why = f"its check raised {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
+        return (None, why) if check in (check_residual, check_rope_layout) else why
+
+
+def _d_model(model) -> int:
+    return int(model.get_input_embeddings().weight.shape[1])
+
+
+def _refuse(family: Family, analysis: str, why: str) -> Family:
+    import dataclasses
+
+    return dataclasses.replace(family, unsupported=(*family.unsupported, (analysis, why)))
