@@ -145,3 +145,16 @@ def test_head_masking_is_refused_when_heads_do_not_tile_the_projection(monkeypat
     lm = LM(model, None, dataclasses.replace(family, unsupported=()), name="phi3")
     monkeypatch.setattr(type(lm), "n_heads", property(lambda self: 3), raising=False)
     assert "whole number" in infer.check_head_mask(lm, 0, infer._probe_ids(model))
+
+
+@pytest.mark.parametrize("model_type", ["minicpm3", "modernbert-decoder"])
+def test_a_transform_between_decoder_and_head_is_found(model_type, ids):
+    """minicpm3 divides hidden states by a config property; modernbert-decoder runs a prediction head."""
+    from ctxlens.lm.tiny_any import build_tiny
+
+    model = build_tiny(model_type)
+    lm = from_model(model)
+    with torch.no_grad():
+        logits = model(ids, use_cache=False).logits.float()  # [batch, seq, vocab]
+    want = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    torch.testing.assert_close(lm.token_losses(ids), want, atol=1e-5, rtol=1e-5)

@@ -45,6 +45,8 @@ class Family:
     notes: str = ""
     # dotted path of the decoder that returns last_hidden_state (default: transformers' base_model)
     base: str | None = None
+    # module applied to the decoder's final hidden states before the LM head (modernbert-decoder)
+    pre_head: str | None = None
     # blocks whose attention is softmax attention through the interface (None: any *Attention class)
     attn_layers: tuple[int, ...] | None = None
     # analyses an inferred adapter could not confirm on the model itself: ((analysis, reason), ...)

@@ -172,8 +172,12 @@ def _post_candidates(config) -> list[tuple[str, Callable | None]]:
     from ctxlens.lm.families import _scale, _softcap
 
     text, out = text_config(config), [("none", None)]
-    for attr, value in sorted(vars(text).items()):
-        if "logit" not in attr or isinstance(value, bool) or not isinstance(value, (int, float)):
+    for attr in sorted(a for a in dir(text) if "logit" in a and not a.startswith("_")):
+        try:  # properties too (minicpm3's logits_scaling); some configs refuse per-layer reads
+            value = getattr(text, attr)
+        except Exception:  # noqa: BLE001
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if "cap" in attr:
             out.append((f"soft-cap {attr}", _softcap(attr)))
@@ -189,21 +193,32 @@ def _divide(attr: str) -> Callable:
     return post
 
 
-def check_logits(model, ids: torch.Tensor) -> tuple[Callable | None, str | None]:
-    """(logits_post, None) for the post-processing that reproduces the model's logits, or (None, why)."""
+def _pre_head_candidates(model) -> list[str | None]:
+    """None (the LM head reads the final hidden states), then each top-level child that could sit
+    between them (modernbert-decoder's prediction head: logits = decoder(lm_head(h)))."""
+    head, body = model.get_output_embeddings(), decoder(model)
+    return [None, *(n for n, m in model.named_children() if m is not head and m is not body)]
+
+
+def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None], str | None]:
+    """((logits_post, pre_head), None) reproducing the model's logits from its final hidden states, or (None, why)."""
     head = model.get_output_embeddings()
     if head is None:
         return None, "the model has no output embedding (LM head) to compute losses from."
+    scored = []
     with torch.inference_mode():
         want = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
-        hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state
-        raw = head(hidden)
-    # the closest candidate, not the first within tolerance: a soft-cap barely bends small logits
-    scored = []
-    for _, post in _post_candidates(model.config):
-        got = raw if post is None else post(text_config(model.config), raw)
-        if _close(got, want):
-            scored.append((float((got.float() - want).abs().max()), len(scored), post))
+        hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state  # [1, seq, d_model]
+        for pre in _pre_head_candidates(model):
+            try:
+                raw = head(hidden if pre is None else model.get_submodule(pre)(hidden))  # [1, seq, vocab]
+            except Exception:  # noqa: BLE001 - a child that is not a hidden -> hidden map
+                continue
+            # the closest candidate, not the first within tolerance: a soft-cap barely bends small logits
+            for _, post in _post_candidates(model.config):
+                got = raw if post is None else post(text_config(model.config), raw)
+                if got.shape == want.shape and _close(got, want):
+                    scored.append((float((got.float() - want).abs().max()), len(scored), (post, pre)))
     if scored:
         return min(scored)[2], None
     return None, ("the base model's final hidden states through the LM head do not reproduce the model's "
@@ -444,12 +459,13 @@ def infer_family(model) -> Family:
     ids = _probe_ids(model)
     refused: dict[str, str] = {}
     try:
-        post, why = check_logits(model, ids)
+        found, why = check_logits(model, ids)
     except Exception as err:  # noqa: BLE001 - the model's own forward failed on the probe
         raise CtxlensError(f"'{config.model_type}' fails its own forward on a {PROBE_LEN}-token probe "
                            f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}); check its config.") from None
     if why:
         raise CtxlensError(f"ctxlens cannot compute token losses for '{config.model_type}': {why}")
+    post, pre_head = found
     resid, why = _attempt(check_residual, model, blocks, attn, ids)
     if why:
         refused["residual"] = why
@@ -483,7 +499,7 @@ def infer_family(model) -> Family:
     family = Family(
         name=config.model_type, kind=_kind(len(modules), len(blocks), model), position=_position(model, rope_layout),
         layers=layers, resid=resid or "out", attn=attn if modules else None, out_proj=out_proj, interface=interface,
-        base=find_decoder(model), attn_layers=attn_layers if interface else None,
+        base=find_decoder(model), pre_head=pre_head, attn_layers=attn_layers if interface else None,
         rope_layout=rope_layout, logits_post=post, unsupported=tuple(refused.items()), inferred=True,
         notes="adapter inferred from the module tree and checked on the model at load",
     )

@@ -147,11 +147,15 @@ class LM:
         return ids.to(self.device)
 
     def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """The base model (no LM head) over [batch, seq] ids; returns its output object."""
+        """The base model (no LM head) over [batch, seq] ids; returns its output object, whose
+        ``last_hidden_state`` [batch, seq, d_model] is what the LM head reads."""
         kwargs = {"use_cache": False}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask.to(self.device)
-        return self.decoder(input_ids=input_ids, **kwargs)
+        out = self.decoder(input_ids=input_ids, **kwargs)
+        if self.family.pre_head:  # final hidden states as the LM head reads them
+            out.last_hidden_state = self.model.get_submodule(self.family.pre_head)(out.last_hidden_state)
+        return out
 
     @property
     def decoder(self) -> torch.nn.Module:
