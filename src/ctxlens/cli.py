@@ -21,7 +21,7 @@ from ctxlens.core.errors import CtxlensError, suggest
 
 CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options")
 MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision",
-                 "rope_theta", "rope_scaling", "allow_extrapolation")
+                 "rope_theta", "rope_scaling", "allow_extrapolation", "rope_layers")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,11 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--revision", help="hub revision")
     r.add_argument("--rope-theta", type=float, help="override the RoPE base")
     r.add_argument("--rope-scaling", help='RoPE scaling as JSON, e.g. \'{"rope_type": "yarn", "factor": 4}\'')
+    r.add_argument("--rope-layers", help="layers --rope-theta/--rope-scaling change on models with a RoPE per layer type "
+                   "(Gemma 3): global (default), sliding, all, or a layer type")
     r.add_argument("--allow-extrapolation", action="store_true", default=None,
                    help="allow lengths beyond the model's configured positions")
     r.add_argument("--no-progress", action="store_true")
 
-    sub.add_parser("models", help="list supported model families and their analyses")
+    m = sub.add_parser("models", help="list supported model families and their analyses")
+    m.add_argument("--all", action="store_true",
+                   help="check every decoder type of transformers' causal-LM mapping on a tiny random model")
+    m.add_argument("--types", help="with --all: comma-separated model types to check (default: all in scope)")
+    m.add_argument("--json", help="with --all: also write the full result (every check's reason) to this JSON file")
     sub.add_parser("experiments", help="list experiments")
     rp = sub.add_parser("report", help="write an offline HTML report (figures + tables) of one or more runs")
     rp.add_argument("runs", nargs="+", help="run directories (or folders of them)")
@@ -180,10 +186,22 @@ def _table(rows: list[dict]) -> str:
     return "\n".join([line(cols), *(line(r) for r in cells)])
 
 
-def _cmd_models() -> int:
-    from ctxlens.lm.families import families
+def _cmd_models(args) -> int:
+    if not args.all:
+        if args.types or args.json:
+            raise CtxlensError("--types and --json go with --all; run `ctxlens models --all --json FILE`.")
+        from ctxlens.lm.families import families
 
-    print(_table(families()))
+        print(_table(families()))
+        return 0
+    from ctxlens.lm import coverage
+
+    types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types else None
+    result = coverage.run(types, progress=lambda row: print(f"checked {row.model_type}", file=sys.stderr, flush=True))
+    print(coverage.render(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -244,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return _cmd_run(args, extra)
         if args.command == "models":
-            return _cmd_models()
+            return _cmd_models(args)
         if args.command == "experiments":
             return _cmd_experiments()
         if args.command == "zoo":

@@ -41,11 +41,17 @@ SCALINGS = [
 ]
 
 
+def _build_24(family):
+    model = build_model(family, max_position_embeddings=24)
+    model.config.get_text_config().max_position_embeddings = 24  # gemma3 keeps the override on its outer config
+    return model
+
+
 @pytest.mark.parametrize("family", ROPE_FAMILIES)
 @pytest.mark.parametrize("change", SCALINGS, ids=lambda c: str(c.get("theta") or c["scaling"]["rope_type"]))
 def test_set_rope_equals_model_built_from_edited_config(family, change, ids):
     # max positions 24 < 40 tokens, so dynamic NTK actually rescales
-    model = build_model(family, max_position_embeddings=24)
+    model = _build_24(family)
     lm = from_model(model)
     with torch.no_grad():
         before = model(ids, use_cache=False).logits
@@ -56,8 +62,10 @@ def test_set_rope_equals_model_built_from_edited_config(family, change, ids):
             torch.testing.assert_close(model(ids, use_cache=False).logits, before, rtol=0, atol=0)
         return
     params = lm.set_rope(**change)
-    fresh_config = copy.deepcopy(build_model(family, max_position_embeddings=24).config)
-    fresh_config.rope_parameters = params
+    fresh_config = copy.deepcopy(_build_24(family).config)
+    text = fresh_config.get_text_config()  # gemma3: the text model's config
+    per_type = all(isinstance(v, dict) for v in params.values())  # {layer type: parameters} (gemma3: global only)
+    text.rope_parameters = {**text.rope_parameters, **params} if per_type else params
     torch.manual_seed(1)
     fresh = AutoModelForCausalLM.from_config(fresh_config).eval()
     fresh.load_state_dict(model.state_dict())

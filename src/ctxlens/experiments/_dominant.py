@@ -28,8 +28,9 @@ RANK_BY = ("abs", "positive", "negative")
 class DistanceSums:
     """Sums and counts of dominant dimensions per (layer, head, distance)."""
 
-    def __init__(self, layers: Sequence[int], n_heads: int, max_len: int, device):
+    def __init__(self, layers: Sequence[int], n_heads: int, max_len: int, device, info: dict | None = None):
         self.layers, self.n_heads, self.max_len = list(layers), n_heads, max_len
+        self.info = info or {}  # {layer: columns naming its RoPE}, carried into every row of that layer
         self.sums = torch.zeros(len(self.layers), n_heads, max_len, dtype=torch.float64, device=device)
         self.counts = torch.zeros(len(self.layers), n_heads, max_len, dtype=torch.long, device=device)
 
@@ -83,7 +84,7 @@ def correlation_rows(sums: DistanceSums) -> list[dict]:
         for h in range(sums.n_heads):
             dist, mean, counts = sums.head(layer, h)
             rho, p = spearman(dist.double(), mean)
-            rows.append({"layer": layer, "head": h, "rho": _num(rho), "p_value": _num(p),
+            rows.append({"layer": layer, **sums.info.get(layer, {}), "head": h, "rho": _num(rho), "p_value": _num(p),
                          "n_distances": len(dist), "n_pairs": int(counts.sum())})
     return rows
 
@@ -99,7 +100,8 @@ def curve_rows(sums: DistanceSums, n_bins: int) -> list[dict]:
             for lo, hi in zip(edges[:-1], edges[1:]):
                 inside = (dist >= lo) & (dist < hi)
                 if hi > lo and inside.any():
-                    rows.append({"layer": layer, "head": h, "distance_lo": lo, "distance_hi": hi,
+                    rows.append({"layer": layer, **sums.info.get(layer, {}), "head": h, "distance_lo": lo,
+                                 "distance_hi": hi,
                                  "dominant_dim": float(mean[inside].mean()), "n_distances": int(inside.sum()),
                                  "n_pairs": int(counts[inside].sum())})
     return rows

@@ -11,6 +11,11 @@ transform is named by a short spec:
     yarn:4              YaRN (factor 4 over the training length, with its attention factor)
     selfextend:G:W      SelfExtend, group size G, neighbour window W (no fine-tuning)
 
+A RoPE change (theta, linear, dynamic, yarn) may end in ``@LAYERS`` (``global``, ``sliding``,
+``all`` or a layer type): on a model with a RoPE per layer type (Gemma 3) it then changes those
+layers; without it, the global layers, as Gemma 3's own long-context extension does
+(``ctxlens.lm.rope``). ``yarn:4@all`` scales sliding and global layers alike.
+
 RoPE changes go through ``LM.set_rope`` (transformers' own rotary code); SelfExtend through
 ``ctxlens.lm.selfextend``. ``applied`` undoes the change on exit, so one loaded model serves
 every unit of a run.
@@ -19,6 +24,7 @@ every unit of a run.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +35,8 @@ from ctxlens.lm import rope as _rope
 from ctxlens.lm import selfextend as _selfextend
 
 KINDS = ("none", "theta", "linear", "dynamic", "yarn", "selfextend")
-_HELP = "write none, theta:BASE, linear:F, dynamic:F, yarn:F or selfextend:G:W"
+_HELP = ("write none, theta:BASE, linear:F, dynamic:F, yarn:F (each optionally @global, @sliding or @all) "
+         "or selfextend:G:W")
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class Transform:
     value: float | None = None  # theta or scaling factor
     group: int | None = None  # SelfExtend
     window: int | None = None  # SelfExtend
+    layers: str | None = None  # RoPE changes: which layer types (None: the model's default, see lm.rope)
 
 
 def _number(spec: str, text: str, integer: bool = False):
@@ -53,7 +61,8 @@ def _number(spec: str, text: str, integer: bool = False):
 
 def parse_transform(spec: str) -> Transform:
     """A transform spec (see the module docstring) -> ``Transform``, or a clear error."""
-    parts = str(spec).strip().split(":")
+    body, _, layers = str(spec).strip().partition("@")
+    parts = body.split(":")
     kind = parts[0]
     arity = {"none": 0, "theta": 1, "linear": 1, "dynamic": 1, "yarn": 1, "selfextend": 2}
     if kind not in arity:
@@ -62,6 +71,9 @@ def parse_transform(spec: str) -> Transform:
         raise CtxlensError(f"Unknown transform '{spec}'.{suggest(kind, KINDS)} {_HELP[0].upper() + _HELP[1:]}.")
     if len(parts) - 1 != arity[kind]:
         raise CtxlensError(f"Transform '{spec}' has {len(parts) - 1} values but {kind} takes {arity[kind]}; {_HELP}.")
+    if "@" in str(spec) and (kind in ("none", "selfextend") or not layers):
+        raise CtxlensError(f"Transform '{spec}' names layers where it cannot; only RoPE changes take @global, "
+                           "@sliding or @all, e.g. yarn:4@all.")
     if kind == "none":
         return Transform("none")
     if kind == "selfextend":
@@ -69,7 +81,7 @@ def parse_transform(spec: str) -> Transform:
     value = _number(spec, parts[1])
     if kind in ("linear", "dynamic", "yarn") and value < 1:
         raise CtxlensError(f"Transform '{spec}' has a factor below 1; extrapolation factors are >= 1, e.g. {kind}:4.")
-    return Transform(kind, value=value)
+    return Transform(kind, value=value, layers=layers or None)
 
 
 def train_length(lm, override: int | None = None) -> int:
@@ -80,8 +92,12 @@ def train_length(lm, override: int | None = None) -> int:
     record = Path(str(getattr(lm.config, "_name_or_path", "") or "")) / "zoo.json"
     if record.is_file():
         return int(json.loads(record.read_text())["recipe"]["seq_len"])
-    params = getattr(lm.config, "rope_parameters", None) or {}
-    for value in (params.get("original_max_position_embeddings"), getattr(lm.config, "max_position_embeddings", None)):
+    config = _rope.text_config(lm.model)
+    params = getattr(config, "rope_parameters", None) or {}
+    keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first
+    entries = [params[k] for k in sorted(keys, key=lambda k: k != _rope.GLOBAL) if params[k]] if keys else [params]
+    originals = [e.get("original_max_position_embeddings") for e in entries]
+    for value in (*originals, getattr(config, "max_position_embeddings", None)):
         if value:
             return int(value)
     raise CtxlensError(f"Cannot tell the training length of '{lm.name}'; pass --train-length N.")
@@ -99,23 +115,24 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         with _selfextend.self_extend(lm, t.group, t.window):
             yield t
         return
-    config, flag = lm.config, lm.extrapolate
-    old_params, old_max = dict(config.rope_parameters), config.max_position_embeddings
+    config, flag = _rope.text_config(lm.model), lm.extrapolate
+    old_params, old_max = copy.deepcopy(config.rope_parameters), config.max_position_embeddings
     if t.kind == "theta":
-        lm.set_rope(theta=t.value)
+        lm.set_rope(theta=t.value, layers=t.layers)
     elif t.kind == "linear":
-        lm.set_rope(scaling={"rope_type": "linear", "factor": t.value})
+        lm.set_rope(scaling={"rope_type": "linear", "factor": t.value}, layers=t.layers)
     elif t.kind == "yarn":  # the extended length is factor x training length (as transformers expects)
         config.max_position_embeddings = round(t.value * trained)
         try:
-            lm.set_rope(scaling={"rope_type": "yarn", "factor": t.value, "original_max_position_embeddings": trained})
+            lm.set_rope(scaling={"rope_type": "yarn", "factor": t.value, "original_max_position_embeddings": trained},
+                        layers=t.layers)
         except CtxlensError:
             config.max_position_embeddings = old_max
             raise
     else:  # dynamic NTK rescales from config.max_position_embeddings on: make that the training length
         config.max_position_embeddings = trained
         try:
-            lm.set_rope(scaling={"rope_type": "dynamic", "factor": t.value})
+            lm.set_rope(scaling={"rope_type": "dynamic", "factor": t.value}, layers=t.layers)
         except CtxlensError:
             config.max_position_embeddings = old_max
             raise
@@ -123,5 +140,5 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         yield t
     finally:
         config.max_position_embeddings = old_max
-        _rope.set_rope(lm.model, scaling=old_params)
+        _rope.restore_rope(lm.model, old_params, lm.text_prefix)
         lm.extrapolate = flag

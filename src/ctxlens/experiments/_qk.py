@@ -7,7 +7,9 @@ callback while the forward runs (through the recorder hook of ``ctxlens.lm.atten
 stops after the deepest layer, so only one layer's q/k exists at a time beyond what the
 forward itself holds. ``LayerQK.logits`` computes the logit rows of a chunk of queries,
 masked as the model masks them (causal, sliding window, SelfExtend's grouped distances): no
-L x L matrix is built; ``chunk_size`` picks how many query rows fit the working set.
+L x L matrix is built; ``chunk_size`` picks how many query rows fit the working set. Each
+layer carries its own inverse frequencies, rotary dims and layer type (local/global hybrids
+such as Gemma 3 rotate sliding layers with base 1e4 and global ones with base 1e6).
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import functools
+import inspect
+
 import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
 from ctxlens.lm import selfextend as _se
-from ctxlens.lm.rope import rotary_modules
+from ctxlens.lm.rope import text_config
 from ctxlens.metrics.rope import rope_pair_contributions
 
 WORK_BYTES = 512 * 2**20  # working set per chunk of queries
@@ -33,9 +38,26 @@ class _Stop(Exception):
 def layer_window(lm, module) -> int | None:
     """The sliding window of an attention module (keys with m - n >= window are not seen), or None."""
     window = getattr(module, "sliding_window", None)
-    if window is None and getattr(lm.config, "layer_types", None) is None:  # mistral: every layer slides
-        window = getattr(lm.config, "sliding_window", None)
+    config = text_config(lm.model)
+    if window is None and getattr(config, "layer_types", None) is None:  # mistral: every layer slides
+        window = getattr(config, "sliding_window", None)
     return int(window) if window else None
+
+
+@functools.cache
+def _passes_softcap(cls: type) -> bool | None:
+    """Whether ``cls.forward`` hands ``softcap=`` to its attention function (gemma2 does; gemma3
+    keeps ``attn_logit_softcapping`` in its config but does not apply it); None if unreadable."""
+    try:
+        return "softcap=" in inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return None
+
+
+def layer_softcap(lm, module) -> float | None:
+    """The attention-logit soft-cap ``module`` applies, or None."""
+    cap = getattr(module, "attn_logit_softcapping", getattr(text_config(lm.model), "attn_logit_softcapping", None))
+    return cap if cap and _passes_softcap(type(module)) is not False else None
 
 
 @dataclass
@@ -52,6 +74,7 @@ class LayerQK:
     inv_freq: torch.Tensor
     layout: str
     rotary_dims: int
+    layer_type: str = "full_attention"  # see LM.layer_type
     _k_grouped: torch.Tensor | None = field(default=None, repr=False)
 
     @property
@@ -127,8 +150,7 @@ def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], N
     modules = {id(lm.attention(layer)): layer for layer in layers}
     done: list[int] = []
     se = _se.active(lm)
-    layout, rot = lm.family.rope_layout, lm.rotary_dims
-    cap_value = getattr(lm.config, "attn_logit_softcapping", None)
+    layout = lm.family.rope_layout
 
     class Recorder:
         def record(self, module, query, key):
@@ -136,9 +158,9 @@ def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], N
             if layer is None or layer in done:
                 return
             done.append(layer)
-            inv_freq = rotary_modules(lm.model)[0][1].inv_freq
-            fn(LayerQK(layer, query[0].float(), key[0].float(), float(module.scaling), cap_value,  # analyses in fp32
-                       layer_window(lm, module), se, inv_freq, layout, rot))
+            inv_freq = lm.inv_freq(layer)  # [n_pairs] of this layer's type
+            fn(LayerQK(layer, query[0].float(), key[0].float(), float(module.scaling), layer_softcap(lm, module),
+                       layer_window(lm, module), se, inv_freq, layout, 2 * inv_freq.numel(), lm.layer_type(layer)))
             if len(done) == len(layers):
                 raise _Stop
 

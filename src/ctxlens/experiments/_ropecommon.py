@@ -4,7 +4,8 @@ Seed 003 ("On the token distance modeling ability of higher RoPE attention dimen
 a handful of inputs (17 in the paper) and analyses them at lengths below and beyond the
 training length, with and without an extrapolation transform (Section 4.2.2). Every RoPE
 experiment's unit is one (transform, length) and aggregates its inputs, since the per-head
-statistics pool pairs across inputs.
+statistics pool pairs across inputs. Every per-layer row names the RoPE that layer used
+(``layer_info``): on local/global hybrids (Gemma 3) sliding and global layers differ in base.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: in
             lm.require_tokenizer(f"text source '{config.source}'")
         cache[key] = token_windows(source, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
     return cache[key]
+
+
+def layer_info(lm, layers) -> dict[int, dict]:
+    """{layer: columns naming its RoPE now (layer_type, rope_theta, rope_type, n_dims)}; call it
+    inside ``applied`` so a transform's parameters are the ones recorded."""
+    return {layer: {**lm.rope_info(layer), "n_dims": lm.layer_rotary_dims(layer) // 2} for layer in layers}
+
+
+def shared_pairs(lm, layers) -> int:
+    """The number of frequency pairs of ``layers``, which must agree (e.g. to name pairs to ablate)."""
+    counts = {layer: lm.layer_rotary_dims(layer) // 2 for layer in layers}
+    if len(set(counts.values())) > 1:
+        raise CtxlensError(f"Layers of '{lm.name}' have different numbers of RoPE pairs ({counts}); pass --layers "
+                           "with layers of one type.")
+    return next(iter(counts.values()))
 
 
 def coordinates(lm, config, unit: dict) -> dict:

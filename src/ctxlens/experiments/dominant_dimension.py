@@ -10,6 +10,7 @@ dimension. Lengths below and beyond the training length, and transforms (``yarn:
 
 Rows: ``kind="correlation"`` one per (layer, head) with rho, p_value; ``kind="curve"`` one per
 (layer, head, distance bin) with the mean dominant dimension ("dim" axis of the paper's plot).
+Every row names its layer's RoPE (layer_type, rope_theta, rope_type, n_dims).
 Logit rows are computed from captured q/k in chunks of queries: memory stays at the forward's
 plus a bounded working set.
 """
@@ -57,7 +58,7 @@ def measure(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
     layers = attention_layers(lm, config.layers)
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
         ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
-        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device)
+        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
         for sample in range(len(ids)):
             accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
     return sums
@@ -65,7 +66,7 @@ def measure(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     sums = measure(lm, config, unit, cache)
-    extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k, "n_dims": lm.rotary_dims // 2}
+    extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k}
     return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])
 

@@ -105,10 +105,9 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
     length = ids.shape[1]
     qpos_all = torch.arange(length) if not n_queries or n_queries >= length else \
         torch.linspace(0, length - 1, n_queries).round().long().unique()
-    edit = zero_pairs_edit(pairs, lm.family.rope_layout, lm.rotary_dims)
 
     def per_layer(view: LayerQK) -> None:
-        q_ab, k_ab = edit(view.q, view.k)
+        q_ab, k_ab = zero_pairs_edit(pairs, view.layout, view.rotary_dims)(view.q, view.k)
         step = max(1, chunk_size(view.n_heads, length) // 2)
         for s in range(0, len(qpos_all), step):
             qpos = qpos_all[s:s + step].to(view.q.device)
@@ -120,13 +119,16 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
 
     for i in range(len(ids)):
         scan(lm, ids[i:i + 1], layers, per_layer)
-    return [{"kind": "attention", "layer": layer, "head": h, "tv": float(tv[li, h] / n[li]), "n_queries": int(n[li])}
+    info = common.layer_info(lm, layers)
+    return [{"kind": "attention", "layer": layer, **info[layer], "head": h, "tv": float(tv[li, h] / n[li]),
+             "n_queries": int(n[li])}
             for li, layer in enumerate(layers) for h in range(lm.n_heads)]
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     layers = attention_layers(lm, config.layers)
-    pairs = pairs_of(unit["ablation"], lm.rotary_dims // 2)
+    n_dims = common.shared_pairs(lm, layers)
+    pairs = pairs_of(unit["ablation"], n_dims)
     rows = []
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
         ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
@@ -135,13 +137,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         if "attention" in config.measures:
             rows += _attention_rows(lm, ids, pairs, layers, config.n_queries)
         if "dominant" in config.measures:
-            sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device)
+            sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
             with ablate_pairs(lm, pairs, layers):
                 for i in range(len(ids)):
                     accumulate(lm, ids[i:i + 1], layers, sums, config.top_k, config.n_queries, pairs)
             rows += [{"kind": "correlation", **r} for r in correlation_rows(sums)]
             rows += [{"kind": "curve", **r} for r in curve_rows(sums, config.n_bins)]
-    extra = {**common.coordinates(lm, config, unit), "pairs": pairs, "n_dims": lm.rotary_dims // 2}
+    extra = {**common.coordinates(lm, config, unit), "pairs": pairs, "n_dims": n_dims}
     return [{**row, **extra} for row in rows]
 
 

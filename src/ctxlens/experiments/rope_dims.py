@@ -5,7 +5,8 @@ Section 4.1, Figure 1: for sampled query-key pairs (query at m, key at n <= m, u
 such pairs) of every input, layer and head, the per-pair contributions to the logit
 (Section 3) and the top 5 pairs; the rows give each pair's count and share of the top-k slots
 per (layer, head). Pair ("dim") 0 is the highest frequency; the paper's "higher dimensions"
-are the high indices.
+are the high indices. Each row names its layer's RoPE (layer_type, rope_theta, rope_type,
+n_dims): the frequencies of pair d differ between sliding and global layers of Gemma 3.
 """
 
 from __future__ import annotations
@@ -55,11 +56,12 @@ def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     layers = attention_layers(lm, config.layers)
-    n_pairs_rot = lm.rotary_dims // 2
-    top_k = min(config.top_k, n_pairs_rot)
-    counts = torch.zeros(len(layers), lm.n_heads, n_pairs_rot, dtype=torch.long)
     g = torch.Generator().manual_seed(config.seed)
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        info = common.layer_info(lm, layers)
+        n_dims = {layer: info[layer]["n_dims"] for layer in layers}  # pairs per layer (per layer type)
+        top_k = {layer: min(config.top_k, n) for layer, n in n_dims.items()}
+        counts = torch.zeros(len(layers), lm.n_heads, max(n_dims.values()), dtype=torch.long)
         ids = common.windows(lm, config, length, cache)  # [n_samples, length]
         for sample in range(len(ids)):
             m, n = sample_pairs(length, config.n_pairs, g)
@@ -67,15 +69,16 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             def per_layer(view: LayerQK, m=m, n=n) -> None:
                 keys = n.to(view.q.device)[None, :, None].expand(view.n_heads, -1, 1)  # [H, n_pairs, 1]
                 pairs = view.pair_contributions(m.to(view.q.device), keys)[:, :, 0]  # [H, n_pairs, P]
-                counts[layers.index(view.layer)] += top_pair_counts(pairs, top_k).cpu()
+                counts[layers.index(view.layer), :, :pairs.shape[-1]] += top_pair_counts(pairs, top_k[view.layer]).cpu()
 
             scan(lm, ids[sample:sample + 1], layers, per_layer)
     extra = common.coordinates(lm, config, unit)
-    total = len(ids) * config.n_pairs * top_k
+    n_qk = len(ids) * config.n_pairs
     return [
-        {"layer": layer, "head": h, "dim": d, "count": int(counts[li, h, d]), "share": float(counts[li, h, d]) / total,
-         "top_k": top_k, "n_query_key_pairs": len(ids) * config.n_pairs, "n_dims": n_pairs_rot, **extra}
-        for li, layer in enumerate(layers) for h in range(lm.n_heads) for d in range(n_pairs_rot)
+        {"layer": layer, **info[layer], "head": h, "dim": d, "count": int(counts[li, h, d]),
+         "share": float(counts[li, h, d]) / (n_qk * top_k[layer]), "top_k": top_k[layer], "n_query_key_pairs": n_qk,
+         **extra}
+        for li, layer in enumerate(layers) for h in range(lm.n_heads) for d in range(n_dims[layer])
     ]
 
 

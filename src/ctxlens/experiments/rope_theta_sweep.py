@@ -12,10 +12,16 @@ The needle probe here is a minimal single-needle retrieval (``ctxlens.data.corpu
 scored as greedy exact match by teacher forcing; it is a stand-in until the task engine
 provides RULER's S-NIAH tasks. One unit per theta; rows carry a ``measure`` column
 (suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
+
+On a model with a RoPE per layer type (Gemma 3: sliding layers base 1e4, global 1e6) the sweep
+changes the global layers' base unless ``rope_layers`` says otherwise (sliding, all); rows
+carry ``rope_layer_types`` (the types swept, "all" on a one-RoPE model) and ``own_theta`` (their
+own base).
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -25,6 +31,7 @@ from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probe
 from ctxlens.experiments import _suffix as sx
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
+from ctxlens.lm import rope as _rope
 
 
 @dataclass
@@ -37,6 +44,7 @@ class Config(sx.GeometryOptions):
     needle_lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])  # empty: no probe
     n_needles: int = 20
     needle_depth: float = 0.5  # where the fact sits in the prompt: 0 = start, 1 = just before the question
+    rope_layers: str | None = None  # layer types swept on per-type RoPE models: global (default) | sliding | all
 
     def validate(self) -> None:
         super().validate()
@@ -61,9 +69,10 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     if config.needle_lengths:
         lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
-    own = cache.setdefault("own_rope", (dict(lm.config.rope_parameters), lm.extrapolate))
+    own = cache.setdefault("own_rope", (copy.deepcopy(_rope.text_config(lm.model).rope_parameters), lm.extrapolate))
     cache["max_length"] = max(config.ppl_lengths + config.accs_lengths)
-    lm.set_rope(theta=unit["theta"])
+    changed = lm.set_rope(theta=unit["theta"], layers=config.rope_layers)
+    swept = list(changed) if _rope.rope_keys(_rope.text_config(lm.model)) else []  # changed layer types
     try:
         rows = [{"measure": "suffix-ppl", **_ppl(lm, config, length, cache)} for length in config.ppl_lengths]
         rows += [{"measure": "needle", **needle_accuracy(lm, length, config, cache)}
@@ -71,9 +80,10 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         for length in config.accs_lengths:
             rows += [{"measure": "accs", **row} for row in _accs(lm, config, length, cache)]
     finally:
-        lm.set_rope(theta=own[0]["rope_theta"])
+        _rope.restore_rope(lm.model, own[0], lm.text_prefix)
         lm.allow_extrapolation(own[1])
-    return [{"own_theta": own[0]["rope_theta"], **row} for row in rows]
+    own_theta = own[0][swept[0]]["rope_theta"] if swept else own[0]["rope_theta"]
+    return [{"own_theta": own_theta, "rope_layer_types": ",".join(swept) or "all", **row} for row in rows]
 
 
 def _ppl(lm, config: Config, length: int, cache: dict) -> dict:

@@ -111,6 +111,12 @@ def find_mlp(block: nn.Module) -> str | None:
     return None
 
 
+def mlp_branches(block: nn.Module) -> list[str]:
+    """Every MLP-like child of a block (granitemoeshared keeps a shared MLP beside its experts)."""
+    return [a for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__
+            and (a in _MLP_NAMES or "mlp" in a.lower() or any(k in type(c).__name__ for k in _MLP_CLASSES))]
+
+
 def find_decoder(model: nn.Module) -> str | None:
     """Path of the decoder when transformers' ``base_model`` is the whole model (llama4_text)."""
     if model.base_model is not model:
@@ -251,8 +257,8 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
     for i, block in enumerate(blocks):
         handles.append(block.register_forward_pre_hook(_keep(seen, ("in", i)), with_kwargs=True))
         handles.append(block.register_forward_hook(lambda m, a, o, i=i: truth.__setitem__(i, _first(o).detach())))
-        if mlp:
-            handles.append(block.get_submodule(mlp).register_forward_hook(_zero_output))
+        for branch in mlp_branches(block) if mlp else []:  # every MLP-like child (a shared expert too)
+            handles.append(block.get_submodule(branch).register_forward_hook(_zero_output))
         for c in candidates:
             if c.startswith("pre:"):
                 sub = block.get_submodule(c[4:])

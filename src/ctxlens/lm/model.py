@@ -76,7 +76,7 @@ class LM:
 
     @property
     def head_dim(self) -> int:
-        text = self.config
+        text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
         hd = getattr(text, "head_dim", None)
         return int(hd) if hd else int(text.hidden_size // max(1, self.n_heads))
 
@@ -117,7 +117,8 @@ class LM:
     # -- limits --------------------------------------------------------------------------------
     def check_length(self, n_tokens: int) -> None:
         """Raise a clear error if ``n_tokens`` exceeds what the model's positions allow."""
-        limit, hard = _positions_limit(self.config)
+        text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
+        limit, hard = _positions_limit(text)
         if limit is None or n_tokens <= limit:
             return
         if hard:

@@ -1,0 +1,201 @@
+"""Coverage checks: the scope of every causal-LM type, checks that fail on broken adapters, the run.
+
+The checks in ``ctxlens.lm.coverage`` compare ctxlens' readings with routes that do not go
+through ctxlens (the model's own cross-entropy, a forward with the MLP branch zeroed, eager
+attention probabilities, zeroed projection columns, a model built from an edited config).
+Here each check is shown to pass on llama and to FAIL when the adapter is deliberately wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from ctxlens.lm import coverage, from_model, tiny_any
+from ctxlens.lm.rope import edited_parameters
+
+# -- scope --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type, category", [
+    ("llama", "in"), ("gemma3", "in"), ("gemma3_text", "in"), ("mamba", "in"), ("jamba", "in"),
+    ("bart", "encoder-decoder"), ("t5", "encoder-decoder"), ("whisper", "encoder-decoder"),
+    ("bert", "bert-style"), ("roberta", "bert-style"), ("electra", "bert-style"),
+    ("llava", "multimodal"), ("llama4", "multimodal"), ("qwen3_5", "multimodal"),
+    ("gemma4_assistant", "drafter"),
+])  # fmt: skip
+def test_scope_of_known_types(model_type, category):
+    assert tiny_any.scope(model_type)[0] == category
+
+
+def test_every_mapping_type_has_a_scope_and_in_scope_types_are_most():
+    types = tiny_any.causal_lm_types()
+    scopes = {t: tiny_any.scope(t) for t in types}
+    assert all(c in ("in", *tiny_any.OUT_OF_SCOPE) for c, _ in scopes.values())
+    assert all(reason for c, reason in scopes.values() if c != "in")  # every exclusion says why
+    assert sum(c == "in" for c, _ in scopes.values()) > len(types) // 2
+
+
+def test_tiny_config_is_tiny_and_keeps_ids_below_the_vocabulary():
+    config = tiny_any.tiny_config_for("qwen3_next")  # a hybrid (linear + full attention) with MoE
+    assert config.vocab_size == tiny_any.VOCAB and config.hidden_size == 64
+    assert {"linear_attention", "full_attention"} <= set(config.layer_types)
+    for key, value in config.to_dict().items():
+        if key.endswith("_token_id") and isinstance(value, int):
+            assert 0 <= value < config.vocab_size, key
+
+
+def test_unknown_type_is_a_clear_error():
+    from ctxlens.core.errors import CtxlensError
+
+    with pytest.raises(CtxlensError, match="not in transformers' causal-LM mapping"):
+        tiny_any.tiny_config_for("no_such_type")
+    with pytest.raises(CtxlensError):
+        coverage.run(["no_such_type"])
+
+
+# -- each check passes on a right adapter and fails on a wrong one -----------------------------
+
+
+class Broken(coverage.Builder):
+    """A llama builder whose LM is edited by ``breaks`` after ``from_model``."""
+
+    def __init__(self, breaks, model_type: str = "llama"):
+        super().__init__(model_type)
+        self.breaks = breaks
+
+    def lm(self):
+        lm = from_model(self.model(), name=self.model_type)
+        self.breaks(lm)
+        return lm
+
+
+@pytest.fixture(scope="module")
+def ids():
+    return coverage.probe_ids(256)
+
+
+@pytest.mark.parametrize("name", coverage.ANALYSES)
+def test_each_check_passes_on_llama(name, ids):
+    check = coverage.CHECKS[name](coverage.Builder("llama"), ids)
+    assert check.status == "pass", check.reason
+
+
+def _family(lm, **changes):
+    lm.family = dataclasses.replace(lm.family, **changes)
+
+
+def _wrong_head(lm):
+    right = lm.mask_heads
+    lm.mask_heads = lambda heads: right({layer: [(h - 1) % lm.n_heads for h in hs] for layer, hs in heads.items()})
+
+
+def _wrong_layer_qk(lm):
+    right = lm.capture
+
+    def capture(input_ids, qk=None, **kw):  # reads q/k of the next attention layer
+        layers = lm.attention_layers()
+        cap = right(input_ids, qk=[layers[(layers.index(qk[0]) + 1) % len(layers)]], **kw)
+        (q,), (k,) = cap.queries.values(), cap.kv_keys.values()
+        cap.queries, cap.kv_keys = {qk[0]: q}, {qk[0]: k}
+        return cap
+
+    lm.capture = capture
+
+
+def _rope_config_only(lm):
+    def set_rope(theta=None, scaling=None):  # edits the config, leaves the rotary modules alone
+        lm.config.rope_parameters = edited_parameters(lm.config.rope_parameters, theta, scaling)
+        return dict(lm.config.rope_parameters)
+
+    lm.set_rope = set_rope
+
+
+BROKEN = {
+    "token_loss": lambda lm: _family(lm, logits_post=lambda config, z: z * 1.01),  # a wrong logit scale
+    "residual": lambda lm: _family(lm, resid="pre:mlp"),  # after the pre-MLP norm, not before it
+    "qk": _wrong_layer_qk,
+    "head_mask": _wrong_head,
+    "rope": _rope_config_only,
+}
+
+
+@pytest.mark.parametrize("name", coverage.ANALYSES)
+def test_each_check_fails_on_a_broken_adapter(name, ids):
+    check = coverage.CHECKS[name](Broken(BROKEN[name]), ids)
+    assert check.status == "fail", check
+
+
+def test_residual_read_at_the_block_output_fails(ids):
+    check = coverage.check_residual(Broken(lambda lm: _family(lm, resid="out")), ids)
+    assert check.status == "fail"  # the block output includes the MLP branch
+
+
+def test_hybrid_residual_checks_attention_and_mamba_layers(ids):
+    check = coverage.check_residual(coverage.Builder("jamba"), ids)
+    assert check.status == "pass" and check.reason == "layers [0, 1, 2, 3]"  # mamba, attention, mamba, attention
+
+
+def test_exception_in_a_check_is_a_failure_with_its_first_line():
+    row = coverage.check_type("llama", checks=["qk"], build=None)
+    assert row.checks["qk"].status == "pass"
+
+    def boom(**kw):
+        raise ValueError("no such kernel\nsecond line")
+
+    row = coverage.check_type("llama", build=boom)
+    assert row.built.status == "fail" and row.built.reason == "ValueError: no such kernel"
+    assert all(c.status == "fail" for c in row.checks.values())
+
+
+def test_no_attention_and_no_rope_are_not_applicable(ids):
+    b = coverage.Builder("mamba")
+    assert coverage.check_qk(b, ids).status == "n/a"
+    assert coverage.check_head_mask(b, ids).status == "n/a"
+    assert coverage.check_rope(b, ids).status == "n/a"
+    assert coverage.check_residual(b, ids).status == "n/a"  # mamba blocks have no MLP branch
+    assert coverage.check_rope(coverage.Builder("gpt2"), ids).status == "n/a"
+
+
+# -- the run and its table ------------------------------------------------------------------------
+
+SAMPLE = ["llama", "gemma2", "gpt2", "bloom", "mamba", "jamba", "bart", "bert"]
+
+
+def test_sample_run_renders_counts_and_out_of_scope(tmp_path):
+    result = coverage.run(SAMPLE)
+    assert [r["model_type"] for r in result["types"]] == ["llama", "gemma2", "gpt2", "bloom", "mamba", "jamba"]
+    assert {o["type"]: o["category"] for o in result["out_of_scope"]} == {"bart": "encoder-decoder", "bert": "bert-style"}
+    counts = coverage.counts(result)
+    assert counts["token_loss"]["pass"] == 6
+    text = coverage.render(result)
+    assert "encoder-decoder" in text and "token_loss" in text
+    md = coverage.render(result, markdown=True)
+    assert md.startswith("| type | kind |")
+    json.dumps(result)  # JSON-able
+
+
+@pytest.mark.slow
+def test_full_coverage_run_meets_the_token_loss_target():
+    result = coverage.run()
+    counts = coverage.counts(result)
+    n = len(result["types"])
+    print(coverage.render(result))
+    assert n > 100
+    assert counts["built"]["pass"] >= 0.9 * n
+    assert counts["token_loss"]["pass"] >= 0.9 * n
+
+
+def test_cli_models_all_prints_the_table_and_writes_json(tmp_path, capsys):
+    from ctxlens.cli import main
+
+    out = tmp_path / "coverage.json"
+    assert main(["models", "--all", "--types", "llama,bart", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "llama" in text and "encoder-decoder" in text
+    result = json.loads(out.read_text())
+    assert result["types"][0]["checks"]["qk"]["status"] == "pass"
+    assert main(["models", "--json", str(out)]) == 2  # --json without --all: one sentence, status 2
