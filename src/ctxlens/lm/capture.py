@@ -162,6 +162,8 @@ def run_capture(
     qk_layers = _layer_list(qk, n_layers)
     if qk_layers:
         lm.family.require("qk", lm.name)
+    if res_layers:
+        lm.family.require("residual", lm.name)
     cap = Capture(
         positions=normalize_positions(positions, seq),
         query_positions=normalize_positions(query_positions, seq),
@@ -178,10 +180,15 @@ def run_capture(
         if layer == last:
             raise _Stop
 
-    mode = lm.family.resid_mode(lm.model.config)
     for layer in sorted(set(res_layers + blk_layers + qk_layers)):
         module = lm.layers[layer]
+        mode = lm.family.resid_mode(lm.model.config, layer)
         want_res, want_blk = layer in res_layers, layer in blk_layers
+        if want_res and mode == "in":
+            def block_in(m, args, kwargs, layer=layer):
+                cap.residual[layer] = _take(_hidden_arg(args, kwargs), pos, 1, out_device)
+
+            handles.append(module.register_forward_pre_hook(block_in, with_kwargs=True))
         if want_res and mode.startswith("pre:"):
             sub = module.get_submodule(mode[4:])
 
@@ -202,7 +209,7 @@ def run_capture(
             handles.append(module.register_forward_pre_hook(layer_in, with_kwargs=True))
             handles.append(sub.register_forward_hook(mixer_out))
 
-        def post(m, args, out, layer=layer, want_res=want_res, want_blk=want_blk):
+        def post(m, args, out, layer=layer, want_res=want_res, want_blk=want_blk, mode=mode):
             h = _first(out)
             if want_blk:
                 cap.block[layer] = _take(h, pos, 1, out_device)

@@ -147,14 +147,19 @@ def check_token_loss(b: Builder, ids: torch.Tensor) -> Check:
 # -- residual after the mixer --------------------------------------------------------------------------
 def mlp_children(block: torch.nn.Module) -> list[torch.nn.Module]:
     """The block's MLP / FFN / MoE branches (direct children), found by attribute or class name."""
-    out = []
+    out, linears = [], []
     for name, child in block.named_children():
         cls = type(child).__name__
         if "Attention" in cls or "Norm" in cls:
             continue
         if name in _MLP_NAMES or cls.endswith(_MLP_CLASSES):
             out.append(child)
-    return out
+        elif isinstance(child, torch.nn.Linear):
+            linears.append(child)
+    if out:
+        return out
+    # no MLP module: its last Linear writes the branch back to the stream (opt's fc1 -> fc2)
+    return linears[-1:] if len(linears) >= 2 else []
 
 
 def _zero_output(module, args, kwargs, out):
@@ -188,11 +193,14 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
 
 def check_residual(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
+    declined = _unsupported(lm, "residual")
+    if declined:
+        return declined
     positions = list(range(0, ids.shape[1], 5))
     cap = lm.capture(ids, residual="all", positions=positions)
-    mode = lm.family.resid_mode(lm.config)
     checked, skipped = [], []
     for layer in range(lm.n_layers):
+        mode = lm.family.resid_mode(lm.config, layer)
         want = _block_output_without_mlp(b.model(), lm.family.layers, layer, ids)
         if want is None:
             if mode != "out":
@@ -358,7 +366,18 @@ def check_rope(b: Builder, ids: torch.Tensor) -> Check:
         return Check("fail", f"set_rope(theta={theta:g}) returned parameters without that theta: {params}")
     got = _logits(lm.model, ids)
     edited = copy.deepcopy(original)
-    _text(edited).rope_parameters = copy.deepcopy(params)
+    old = _text(original).rope_parameters
+    if "rope_theta" in old:  # one RoPE for every layer
+        _text(edited).rope_parameters = copy.deepcopy(params)
+    else:  # a RoPE per layer type: set_rope's default edits the global layers (every type without one)
+        want_types = [t for t in old if old[t] is not None and t == "full_attention"] or \
+            [t for t in old if old[t] is not None]
+        if sorted(params) != sorted(want_types):
+            return Check("fail", f"set_rope's default changed layer types {sorted(params)}, not {want_types}")
+        new = copy.deepcopy(dict(old))
+        for t in want_types:
+            new[t] = {**new[t], "rope_theta": theta}
+        _text(edited).rope_parameters = new
     want = _logits(b.from_config(edited), ids)
     if torch.allclose(want, _logits(b.model(), ids)):
         return Check("fail", f"theta {theta:g} changes nothing at {ids.shape[1]} tokens; the check cannot tell")

@@ -13,6 +13,10 @@ Residual-after-mixer modes (``resid``), the quantity seed 000 (Section 3) measur
 - ``"sum:SUB"``  layer input + output of SUB, for parallel-residual blocks whose MLP reads the
   layer input (gpt_neox with ``use_parallel_residual``, cohere).
 - ``"out"``      the block output, for blocks with no MLP (mamba, mamba2, zamba2, ...).
+- ``"in"``       the block input, for blocks that hold only an MLP (nemotron_h): no mixer ran.
+
+An inferred adapter (``ctxlens.lm.infer``) may give one mode per layer (a tuple), for hybrids
+whose layer kinds differ in structure (olmo_hybrid, nemotron_h).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class Family:
     kind: str  # transformer | ssm | recurrent | hybrid
     position: str  # rope | alibi | learned | none (SSM / recurrence)
     layers: str  # dotted path from the *ForCausalLM module to the nn.ModuleList of blocks
-    resid: str | Callable[[object], str]  # see module docstring; callable: config -> mode
+    resid: str | tuple[str, ...] | Callable[[object], str]  # see docstring; callable: config -> mode; tuple: per layer
     attn: str | None = None  # attribute of the attention module inside a block (absent on SSM blocks)
     out_proj: str | None = None  # attribute of the output projection inside the attention module
     interface: bool = False  # attention goes through transformers' AttentionInterface
@@ -65,7 +69,9 @@ class Family:
         refused = dict(self.unsupported)
         object.__setattr__(self, "supports", tuple(a for a in s if a not in refused))
 
-    def resid_mode(self, config) -> str:
+    def resid_mode(self, config, layer: int = 0) -> str:
+        if isinstance(self.resid, tuple):
+            return self.resid[layer]
         return self.resid(config) if callable(self.resid) else self.resid
 
     def require(self, analysis: str, model_name: str = "") -> None:

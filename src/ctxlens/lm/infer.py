@@ -99,22 +99,19 @@ def find_out_proj(attention: nn.Module, d_model: int) -> str | None:
     return found[-1] if found else None
 
 
-def find_mlp(block: nn.Module) -> str | None:
-    """The MLP / feed-forward / mixture-of-experts child of a block, by attribute name, then by class."""
+def _own_name(module: nn.Module, prefix: str) -> str:
+    """The class name without the model's own prefix ("GraniteMoeHybridMambaLayer" -> "MambaLayer")."""
+    name = type(module).__name__
+    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+
+
+def mlp_branches(block: nn.Module, d_model: int, prefix: str = "") -> list[str]:
+    """The MLP / feed-forward / mixture-of-experts children of a block, by attribute or class name
+    (a shared expert too); failing those, the Linear children that write back to d_model (opt's fc2)."""
     children = [(a, c) for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__]
-    for attr, _ in children:
-        if attr in _MLP_NAMES:
-            return attr
-    for attr, child in children:
-        if any(c in type(child).__name__ for c in _MLP_CLASSES):
-            return attr
-    return None
-
-
-def mlp_branches(block: nn.Module) -> list[str]:
-    """Every MLP-like child of a block (granitemoeshared keeps a shared MLP beside its experts)."""
-    return [a for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__
-            and (a in _MLP_NAMES or "mlp" in a.lower() or any(k in type(c).__name__ for k in _MLP_CLASSES))]
+    found = [a for a, c in children if a in _MLP_NAMES or "mlp" in a.lower()
+             or any(k in _own_name(c, prefix) for k in _MLP_CLASSES)]
+    return found or [a for a, c in children if isinstance(c, nn.Linear) and c.out_features == d_model]
 
 
 def find_decoder(model: nn.Module) -> str | None:
@@ -231,35 +228,32 @@ def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str |
                   "logits under any logit scaling or soft-cap in its config, so chunked losses would be wrong.")
 
 
-def _resid_candidates(block: nn.Module, attn: str | None, mlp: str | None) -> list[str]:
-    out = [f"pre:{n}" for n, _ in block.named_children() if n != attn]
-    return out + ([f"sum:{attn}"] if attn else [])
+def _block_candidates(block: nn.Module, branches: list[str]) -> list[str]:
+    """Read points to try in one block, each checked against the block output with its MLP zeroed."""
+    sublayers = [n for n, _ in block.named_children() if "norm" not in n.lower()]
+    mixers = [n for n in sublayers if n not in branches]
+    if not branches:  # one mixer and norms: the block output, if it is input + mixer output
+        return [f"sum:{mixers[0]}"] if len(mixers) == 1 else []
+    if not mixers:  # an MLP-only block (nemotron_h): no mixer ran, the residual is the block input
+        return ["in"]
+    return [f"pre:{n}" for n, _ in block.named_children() if n not in mixers] + [f"sum:{m}" for m in mixers]
 
 
-def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Tensor) -> tuple[str | None, str | None]:
-    """(mode, None) for the read point equal to each block's output with its MLP zeroed, or (None, why)."""
-    mlps = [find_mlp(b) for b in blocks]
-    sublayers = {tuple(n for n, _ in b.named_children() if "norm" not in n.lower()) for b in blocks}
-    if len(sublayers) == 1 and len(next(iter(sublayers))) == 1:
-        mlps = [None] * len(blocks)  # blocks of one sublayer each (nemotron_h): the block output
-    if len(set(mlps)) > 1:
-        return None, "its blocks differ in where they keep the MLP branch, so one read point cannot be checked."
-    mlp = mlps[0]
-    others = [n for n, _ in blocks[0].named_children() if "norm" not in n.lower()]
-    if mlp is None and len(others) != 1:
-        return None, "no MLP branch was recognised in its blocks, so the residual after the mixer cannot be isolated."
-    candidates = [c for c in _resid_candidates(blocks[0], attn, mlp) if all(_has(b, c) for b in blocks)]
-    if mlp is None:  # one mixer and norms: the block output is the residual after the mixer if it is input + mixer
-        candidates = [f"sum:{others[0]}"]
+def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Tensor) -> tuple[object, str | None]:
+    """(mode or per-layer modes, None): in each block, the read point equal to its output with every
+    MLP branch zeroed (one forward, all blocks at once); or (None, why)."""
+    prefix = type(model).__name__.split("For")[0]
+    branches = [mlp_branches(b, _d_model(model), prefix) for b in blocks]
+    candidates = [_block_candidates(b, br) for b, br in zip(blocks, branches)]
     seen: dict[tuple[str, int], torch.Tensor] = {}
     truth: dict[int, torch.Tensor] = {}
     handles = []
     for i, block in enumerate(blocks):
         handles.append(block.register_forward_pre_hook(_keep(seen, ("in", i)), with_kwargs=True))
         handles.append(block.register_forward_hook(lambda m, a, o, i=i: truth.__setitem__(i, _first(o).detach())))
-        for branch in mlp_branches(block) if mlp else []:  # every MLP-like child (a shared expert too)
+        for branch in branches[i]:
             handles.append(block.get_submodule(branch).register_forward_hook(_zero_output))
-        for c in candidates:
+        for c in candidates[i]:
             if c.startswith("pre:"):
                 sub = block.get_submodule(c[4:])
                 handles.append(sub.register_forward_pre_hook(_keep(seen, (c, i)), with_kwargs=True))
@@ -268,11 +262,15 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
                 handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _first(o).detach())))
     with _hooks(handles), torch.inference_mode():
         decoder(model)(input_ids=ids, use_cache=False)
-    for c in candidates:
-        if all(_close(_read(seen, c, i, truth), truth[i]) for i in truth):
-            return ("out" if mlp is None else c), None
-    return None, ("no point inside its blocks equals layer input + mixer output (the block output with the MLP "
-                  "branch zeroed), so the residual after the mixer cannot be read.")
+    passing = [[c for c in candidates[i] if i in truth and _close(_read(seen, c, i, truth), truth[i])]
+               for i in range(len(blocks))]
+    passing = [["out" if c.startswith("sum:") and not branches[i] else c for c in p] for i, p in enumerate(passing)]
+    bad = [i for i, p in enumerate(passing) if not p]
+    if bad:
+        return None, (f"in layer {bad[0]} no point equals layer input + mixer output (the block output with the MLP "
+                      "branch zeroed), so the residual after the mixer cannot be read.")
+    common = [c for c in passing[0] if all(c in p for p in passing)]
+    return (common[0] if common else tuple(p[0] for p in passing)), None
 
 
 def _has(block: nn.Module, mode: str) -> bool:
@@ -295,8 +293,8 @@ def _keep(store: dict, key):
 
 
 def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
-    if mode == "out":
-        return truth[i]
+    if mode == "in":
+        return seen.get(("in", i), torch.full((0,), float("nan")))
     if mode.startswith("sum:"):
         x, y = seen.get(("in", i)), seen.get((mode, i))
         return torch.full((0,), float("nan")) if x is None or y is None or x.shape != y.shape else x + y

@@ -131,6 +131,8 @@ def target_types(config, layers: str | None, n_layers: int) -> list[str] | None:
     target = layers or ("global" if keys else "all")
     if keys:
         chosen = [k for k in keys if config.rope_parameters[k] is not None and _matches(target, k)]
+        if not chosen and layers is None:  # no global type by that name (zaya's "hybrid"): every type
+            chosen = [k for k in keys if config.rope_parameters[k] is not None]
         if not chosen:
             raise CtxlensError(f"'{config.model_type}' has no RoPE layers of type '{target}' (its RoPE layer types: "
                                f"{', '.join(keys)}); pass --rope-layers global, sliding, all or one of those.")
