@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run an experiment into a run directory (resumable)")
     r.add_argument("experiment", nargs="?", help="experiment name (see `ctxlens experiments`)")
-    r.add_argument("--model", action="append", default=None, help="hub id, local directory or zoo:NAME; repeatable")
+    r.add_argument("--model", action="append", default=None, help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME; repeatable")
     r.add_argument("--out", help="run directory")
     r.add_argument("--config", help="YAML file with the same options")
     r.add_argument("--dtype", help="float32 | bfloat16 | float16 | auto")

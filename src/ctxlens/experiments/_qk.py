@@ -159,7 +159,7 @@ def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], N
                 return
             done.append(layer)
             inv_freq = lm.inv_freq(layer)  # [n_pairs] of this layer's type
-            fn(LayerQK(layer, query[0].float(), key[0].float(), float(module.scaling), layer_softcap(lm, module),
+            fn(LayerQK(layer, query[0].float(), key[0].float(), attn_fn.scaling_of(module), layer_softcap(lm, module),
                        layer_window(lm, module), se, inv_freq, layout, 2 * inv_freq.numel(), lm.layer_type(layer)))
             if len(done) == len(layers):
                 raise _Stop

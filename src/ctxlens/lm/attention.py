@@ -45,9 +45,22 @@ def _eager_of(module: torch.nn.Module) -> Callable:
     return sys.modules[type(module).__module__].eager_attention_forward
 
 
+def _note_scaling(module, kwargs: dict) -> None:
+    """Keep the softmax scale the model passes (opt scales q itself and passes 1.0)."""
+    if kwargs.get("scaling") is not None:
+        module._ctxlens_scaling = float(kwargs["scaling"])
+
+
+def scaling_of(module) -> float:
+    """The scale the attention function applies to q k^T for ``module`` (after one forward)."""
+    noted = getattr(module, "_ctxlens_scaling", None)
+    return noted if noted is not None else float(getattr(module, "scaling", module.head_dim ** -0.5))
+
+
 def _recording(name: str, fn: Callable) -> Callable:
     """``fn`` preceded by handing (module, q, k) to the active recorders."""
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
+        _note_scaling(module, kwargs)
         for rec in _RECORDERS:
             rec.record(module, query, key)
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
@@ -68,6 +81,7 @@ def wrap_in_place(name: str) -> str:
 def _make(base: str) -> Callable:
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         # query: [batch, heads, q_len, head_dim] post-RoPE; key/value: [batch, kv_heads, k_len, head_dim]
+        _note_scaling(module, kwargs)
         for rec in _RECORDERS:
             rec.record(module, query, key)
         if kwargs.get("softcap") is not None or base == "eager":

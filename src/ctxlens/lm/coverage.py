@@ -37,6 +37,7 @@ from transformers import AutoModelForCausalLM
 from ctxlens.core.errors import unknown
 from ctxlens.lm import tiny_any
 from ctxlens.lm.loading import from_model
+from ctxlens.lm.attention import scaling_of
 from ctxlens.lm.rope import rotary_modules
 
 ANALYSES = ("token_loss", "residual", "qk", "head_mask", "rope")
@@ -242,7 +243,7 @@ def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module, allowed: tor
     allowed: [n, n] or [heads, n, n] bool mask (default: causal, with the module's sliding window).
     """
     n = q.shape[1]
-    scores = q.float() @ k.float().transpose(-1, -2) * float(getattr(module, "scaling", q.shape[-1] ** -0.5))
+    scores = q.float() @ k.float().transpose(-1, -2) * scaling_of(module)
     cap = getattr(module, "attn_logit_softcapping", None) or getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
     if cap:
         scores = torch.tanh(scores / cap) * cap

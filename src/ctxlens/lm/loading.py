@@ -1,4 +1,5 @@
-"""``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, or ``zoo:NAME`` -> ``LM``.
+"""``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, a GGUF file, ``zoo:NAME`` or
+``ref:NAME`` -> ``LM``.
 
 All three go through transformers' own ``from_pretrained``; zoo models are ordinary saved
 models in a local cache directory (DESIGN principle 1: one code path). Models larger than one
@@ -74,7 +75,8 @@ def load(
 ) -> LM:
     """Load a causal LM with its tokenizer (if any) and its family adapter.
 
-    spec: hub id, local directory, or ``zoo:NAME``. dtype: float32 | bfloat16 | float16 | auto.
+    spec: hub id, local directory, GGUF file, ``zoo:NAME`` or ``ref:NAME``. A ``model_type`` with no
+    hand-written family gets an adapter inferred and checked on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
     device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
     device_map: "auto" (or another accelerate strategy), a device, or {module: device} with devices
     such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).

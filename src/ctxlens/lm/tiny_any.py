@@ -61,7 +61,10 @@ _SIZES: dict[str, int] = {
     "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
     # multi-head latent attention (deepseek-style)
     "q_lora_rank": 32, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
-    "qk_head_dim": 16, "o_lora_rank": 32, "index_n_heads": 2, "index_head_dim": 16, "index_topk": 8,
+    "qk_head_dim": 16, "o_lora_rank": 32, "index_n_heads": 2, "index_head_dim": 16,
+    # sparse-attention indexers keep every visible key (as the real 2048 at <= 2048 tokens): with a top-k below
+    # the probe length transformers' DSA indexer makes earlier positions depend on later tokens
+    "index_topk": 64,
     # linear attention / gated delta net
     "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
     "linear_num_heads": 4, "linear_head_dim": 16,
@@ -96,9 +99,41 @@ _OVERRIDES: dict[str, dict[str, Any]] = {
     "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1,
               "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]},
     "zaya": {"num_experts_per_tok": 1},
-    "blt": {"encoder_hash_byte_group_vocab": 512},  # hash n-gram embeddings: 500002 rows by default
-    "nemotron": {"partial_rotary_factor": 0.5},
-    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1},
+    # hash n-gram embeddings: 500002 rows by default; with use_cache the forward builds a DynamicCache from
+    # the top config, which has no num_hidden_layers (transformers 5.24 raises AttributeError)
+    "blt": {"encoder_hash_byte_group_vocab": 512, "use_cache": False},
+    "nemotron": {"partial_rotary_factor": 0.5, "num_key_value_heads": 2},  # kv heads default None
+    "dots1": {"n_routed_experts": 4, "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "n_shared_experts": 1},
+    # the attention reads attn_config.rope_theta (absent by default) and always clamps q/k/v (clip_qkv 8 as dbrx-base)
+    "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+             "ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2}},
+    # two (4 sliding, 1 full) periods so the last period can reuse the first one's KV (num_kv_shared_layers);
+    # per-layer lists and the per-layer-input embedding (262144 x layers x 256 by default) sized to match
+    "gemma3n_text": {"num_hidden_layers": 10, "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 2,
+                     "num_kv_shared_layers": 5, "intermediate_size": 128,
+                     "activation_sparsity_pattern": [0.95] * 5 + [0.0] * 5,
+                     "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 16, "laurel_rank": 8},
+    # to_dict lists each block as (attention, "mlp"); the constructor takes the attention layers only:
+    # 1 input layer, 2 recurrent layers looped twice, 1 output layer, one (3 sliding, 1 full) period
+    "dory": {"num_hidden_layers": 4, "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+             "n_input_layers": 1, "n_recurrent_layers": 2, "n_output_layers": 1, "n_recurrent_loops": 2},
+    # no RoPE by default (rope_parameters {}); per layer type, as Cohere2: 3 sliding RoPE layers, 1 full NoPE
+    # layer, M-RoPE sections summing to head_dim / 2 (text positions repeat on all three axes)
+    "cohere_compass_text": {"num_hidden_layers": 4, "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+                            "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                                                      "mrope_section": [4, 2, 2]},
+                                                "full_attention": None}},
+    # the QSA token indexer of the indexed-attention layers has no defaults (all None): 4 query heads and the one
+    # key head it requires, 8-token budget in blocks of 4 (below the 24-token probe, so the selection bites)
+    "qwen4_exp_text": {"indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
+                       "indexer_compress_ratio": 4},
+    # full-attention layers get head_dim global_head_dim (512) through per_layer_config; the per-layer-input
+    # embedding is 262144 x layers x 256 by default (400M parameters at 6 layers)
+    "gemma4_text": {"global_head_dim": 32, "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 16},
+    # the sliding layers' MLA sizes come from swa_* kwargs (per_layer_config); head_dim x partial_rotary_factor
+    # (0.25) is the rotary width, so it is 4 x qk_rope_head_dim, and swa head_dim - swa nope is the swa rope width
+    "dots3_note_text": {"head_dim": 32, "swa_num_attention_heads": 2, "swa_num_key_value_heads": 2, "swa_q_lora_rank": 32,
+                        "swa_kv_lora_rank": 64, "swa_head_dim": 32, "swa_qk_nope_head_dim": 24, "swa_v_head_dim": 16},
     # (global, local) attention: the pattern repeated once for two layers
     "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "window_size": 16},
 }
@@ -251,9 +286,9 @@ def tiny_config_for(model_type: str, **overrides: Any) -> PretrainedConfig:
         return tiny_config(model_type, **overrides)
     default = _default_config(model_type)
     kwargs = shrink_kwargs(default.to_dict())
-    for key, value in default.to_dict().items():  # composite configs: shrink each sub-config too
-        sub = getattr(default, key, None)
-        if key.endswith("_config") and isinstance(sub, PretrainedConfig):
+    for key in default.to_dict():  # composite configs: shrink each sub-config too
+        sub = getattr(default, key, None) if key.endswith("_config") else None  # (per-layer fields raise on get)
+        if isinstance(sub, PretrainedConfig):
             kwargs[key] = _tiny_sub(sub)
     fix = _OVERRIDES.get(model_type, {})
     kwargs.update(fix(kwargs) if callable(fix) else fix)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError
 from ctxlens.tasks.base import Refit, Sample, Setup, get_task
 from ctxlens.tasks.render import frame_for
@@ -43,7 +44,7 @@ def encoder_for(tokenizer) -> Encoder:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("CTXLENS_HOME", Path.home() / ".cache" / "ctxlens")).expanduser() / "tasks"
+    return paths.home() / "tasks"
 
 
 def cache_key(task: str, fingerprint: str, length: int, seed: int, n: int, template: str, budget: int,

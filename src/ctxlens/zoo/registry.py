@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError, unknown
 
 BUILDERS: dict[str, Callable[[Path], None]] = {}
@@ -31,7 +32,7 @@ def register(name: str):
 
 
 def home() -> Path:
-    return Path(os.environ.get("CTXLENS_HOME", Path.home() / ".cache" / "ctxlens")).expanduser()
+    return paths.home()
 
 
 SHIPPED = Path(__file__).parent / "checkpoints"
