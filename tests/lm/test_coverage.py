@@ -199,3 +199,33 @@ def test_cli_models_all_prints_the_table_and_writes_json(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["types"][0]["checks"]["qk"]["status"] == "pass"
     assert main(["models", "--json", str(out)]) == 2  # --json without --all: one sentence, status 2
+
+
+# -- per-type tiny configs (tiny_any._OVERRIDES) ----------------------------------------------------
+
+FIXED_TYPES = ["dbrx", "dots1", "nemotron", "gemma3n_text", "gemma4_text", "gemma4_unified_text", "dory", "blt",
+               "cohere_compass_text", "dots3_note_text", "qwen4_exp_text", "axk2", "deepseek_v32", "glm_moe_dsa"]
+
+
+@pytest.mark.parametrize("model_type", FIXED_TYPES)
+def test_overridden_types_build_tiny_and_stay_causal(model_type, ids):
+    """Small, and causal: logits at a prefix do not change when later tokens are appended."""
+    model = tiny_any.build_tiny(model_type)
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000  # gemma4_text's default: 400M
+    with torch.no_grad():
+        full = model(input_ids=ids, use_cache=False).logits  # [1, seq, vocab]
+        prefix = model(input_ids=ids[:, :12], use_cache=False).logits  # [1, 12, vocab]
+    torch.testing.assert_close(prefix, full[:, :12], rtol=1e-4, atol=1e-5)
+
+
+def test_tiny_gemma3n_keeps_kv_sharing_and_both_layer_kinds():
+    config = tiny_any.tiny_config_for("gemma3n_text")
+    assert "reuse" in config.kv_sharing_modes and "store" in config.kv_sharing_modes
+    assert set(config.layer_types) == {"sliding_attention", "full_attention"}
+
+
+@pytest.mark.parametrize("model_type", ["dots1", "nemotron", "cohere_compass_text", "qwen4_exp_text", "deepseek_v32"])
+def test_overridden_types_fail_no_check(model_type):
+    row = coverage.check_type(model_type)
+    assert row.built.status == "pass", row.built.reason
+    assert not [(a, c.reason) for a, c in row.checks.items() if c.status == "fail"]

@@ -76,7 +76,7 @@ _SIZES: dict[str, int] = {
     "num_experts": 4, "n_routed_experts": 4, "num_local_experts": 4, "moe_num_experts": 4,
     "num_experts_per_tok": 2, "num_experts_per_token": 2, "moe_topk": 2, "moe_k": 2, "top_k": 2,
     "n_group": 1, "topk_group": 1, "num_expert_group": 1, "n_shared_experts": 1, "num_shared_experts": 1,
-    "moe_num_shared_experts": 1,
+    "moe_num_shared_experts": 1, "zero_expert_num": 2,  # longcat-flash identity experts (256 of 768 by default)
     # positions
     "max_position_embeddings": 2048, "n_positions": 2048, "max_seq_len": 2048, "n_ctx": 2048,
     "context_length": 2048, "original_max_position_embeddings": 2048, "max_window_layers": 1,
