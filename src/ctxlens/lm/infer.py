@@ -38,6 +38,7 @@ from torch import nn
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
 from ctxlens.lm.families import Family
+from ctxlens.lm.model import LM, config_int
 
 PROBE_LEN = 12
 ATOL = 1e-4  # relative to the scale of the compared tensors (float32 on the probe)
@@ -410,12 +411,16 @@ def check_rope_layout(model, module: nn.Module, layer_type: str | None, ids: tor
     if 2 * n > q.shape[-1]:
         return None, f"its rotary module has {n} frequency pairs but the heads have only {q.shape[-1]} dims."
     angle = torch.arange(q.shape[1], dtype=torch.float64, device=q.device)[:, None] * inv.double().to(q.device)
-    for layout in ("half", "interleaved"):
-        z, z0 = _pairs(q, n, layout), _pairs(q0, n, layout)  # [heads, seq, n_pairs] complex
-        want = z0 * torch.polar(torch.ones_like(angle), angle)  # unrotated pair rotated by position x inv_freq
-        # the rope type's attention scaling multiplies rotated and unrotated queries alike
-        if float((z - want).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
-            return layout, None
+    for offset in (0, q.shape[-1] - 2 * n):
+        for layout in ("half", "interleaved"):
+            z, z0 = _pairs(q[..., offset:], n, layout), _pairs(q0[..., offset:], n, layout)  # [heads, seq, n_pairs]
+            want = z0 * torch.polar(torch.ones_like(angle), angle)  # unrotated pair rotated by position x inv_freq
+            # the rope type's attention scaling multiplies rotated and unrotated queries alike
+            if float((z - want).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
+                if offset:
+                    return None, (f"its rotary dims are the last {2 * n} of each {q.shape[-1]}-dim head (latent "
+                                  "attention), and the RoPE analyses read them from the front.")
+                return layout, None
     return None, ("its first attention layer's queries are not the unrotated queries turned by position x inv_freq "
                   "under either pair layout, so the RoPE analyses cannot apply.")
 
@@ -479,12 +484,12 @@ def infer_family(model) -> Family:
     attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))
     modules = [named[i] for i in attn_layers] or list(named.values())
     text = text_config(config)
-    n_heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 0)
+    n_heads = config_int(text, "num_attention_heads", "n_head")
     interface = bool(modules)
     out_proj, rope_layout = None, None
     if modules and not n_heads:
         modules, interface = [], False
-        refused["qk"] = refused["head_mask"] = "its config gives no number of attention heads."
+        refused["qk"] = refused["head_mask"] = "its config gives no single number of attention heads (none, or one per layer)."
     if modules:
         why = _attempt(check_qk, model, [named[i] for i in attn_layers], n_heads, ids)
         if why:
@@ -501,15 +506,13 @@ def infer_family(model) -> Family:
             if why:
                 refused["rope"] = why
     family = Family(
-        name=config.model_type, kind=_kind(len(modules), len(blocks), model), position=_position(model, rope_layout),
+        name=config.model_type, kind=_kind(len(named), len(blocks), model), position=_position(model, rope_layout),
         layers=layers, resid=resid or "out", attn=attn if modules else None, out_proj=out_proj, interface=interface,
         base=find_decoder(model), pre_head=pre_head, attn_layers=attn_layers if interface else None,
         rope_layout=rope_layout, logits_post=post, unsupported=tuple(refused.items()), inferred=True,
         notes="adapter inferred from the module tree and checked on the model at load",
     )
     if "head_mask" in family.supports:
-        from ctxlens.lm.model import LM
-
         layer = next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is modules[0])
         why = _attempt(check_head_mask, LM(model, None, family, name=config.model_type), layer, ids)
         if why:

@@ -28,6 +28,19 @@ def _positions_limit(config) -> tuple[int | None, bool]:
     return None, False
 
 
+def config_int(config, *names: str) -> int:
+    """The first of ``names`` the config sets to a number; 0 when none does, or when the value
+    varies by layer (dots3_note's head counts: transformers refuses the global read)."""
+    for name in names:
+        try:
+            value = getattr(config, name, None)
+        except Exception:  # noqa: BLE001 - a per-layer attribute read globally
+            return 0
+        if isinstance(value, int) and not isinstance(value, bool) and value:
+            return value
+    return 0
+
+
 class LM:
     """A model + tokenizer + family adapter. Build with ``ctxlens.load``."""
 
@@ -37,8 +50,8 @@ class LM:
         self.layers = model.get_submodule(family.layers)
         self.n_layers = len(self.layers)
         text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
-        self.n_heads = int(getattr(text, "num_attention_heads", 0) or getattr(text, "n_head", 0) or 0)
-        self.n_kv_heads = int(getattr(text, "num_key_value_heads", 0) or self.n_heads)
+        self.n_heads = config_int(text, "num_attention_heads", "n_head")
+        self.n_kv_heads = config_int(text, "num_key_value_heads") or self.n_heads
         self.extrapolate = False  # set by set_rope or allow_extrapolation()
 
     # -- structure ---------------------------------------------------------------------------
