@@ -70,6 +70,16 @@ def find_layers(model: nn.Module) -> str:
     return min(lists)[2]
 
 
+def _any_block_list(model: nn.Module, err: CtxlensError) -> str:
+    """The shallowest, longest list of non-leaf modules (hrm_text's looped stacks, longcat's
+    paired sublayers), for a model whose layer count matches no list; ``err`` when there is none."""
+    lists = [(n.count("."), -len(m), n) for n, m in model.named_modules()
+             if isinstance(m, nn.ModuleList) and len(m) and all(any(True for _ in b.children()) for b in m)]
+    if not lists:
+        raise err
+    return min(lists)[2]
+
+
 def _is_attention(module: nn.Module) -> bool:
     name = type(module).__name__
     return "Attention" in name and "Norm" not in name
@@ -390,23 +400,28 @@ def _no_rotation(model: nn.Module):
             getattr(m, n).copy_(b)
 
 
-def check_rope_layout(model, module: nn.Module, layer_type: str | None, ids: torch.Tensor) -> tuple[str | None, str | None]:
+def check_rope_layout(model, modules: list[nn.Module], layer_types: list[str | None],
+                      ids: torch.Tensor) -> tuple[str | None, str | None]:
     """("half" | "interleaved", None) for the pair layout under which q rotates by p * inv_freq, or (None, why).
 
-    ``module`` is the first attention layer: nothing before it depends on RoPE, so with every
-    inverse frequency zeroed it receives the same input and returns the unrotated query.
+    ``modules``: the attention modules in layer order, ``layer_types`` their types. The first one
+    whose query changes when every inverse frequency is zeroed is the first that applies RoPE
+    (flint's first layers use none); nothing before it depends on RoPE, so unrotated it receives
+    the same input and returns the unrotated query.
     """
+    rotated, plain = _recorded(model, ids).q, None
+    with _no_rotation(model):
+        plain = _recorded(model, ids).q
+    first = next((i for i, m in enumerate(modules) if id(m) in rotated and id(m) in plain
+                  and not torch.equal(rotated[id(m)], plain[id(m)])), None)
+    if first is None:
+        return None, "zeroing its rotary modules' inverse frequencies changes no attention layer's queries."
     rotaries = _rotary(model)
-    inv = inv_freq_of(rotaries[0], layer_type) if rotaries else None
+    inv = inv_freq_of(rotaries[0], layer_types[first]) if rotaries else None
     if inv is None:
         return None, "it has no rotary-embedding module with inverse frequencies to check against."
     inv = inv.detach().clone()
-    q = _recorded(model, ids).q.get(id(module))
-    with _no_rotation(model):
-        q0 = _recorded(model, ids).q.get(id(module))
-    if q is None or q0 is None:
-        return None, "the first attention layer's queries could not be captured."
-    q, q0 = q[0].double(), q0[0].double()  # [heads, seq, head_dim]
+    q, q0 = rotated[id(modules[first])][0].double(), plain[id(modules[first])][0].double()  # [heads, seq, head_dim]
     n = inv.numel()
     if 2 * n > q.shape[-1]:
         return None, f"its rotary module has {n} frequency pairs but the heads have only {q.shape[-1]} dims."
@@ -421,6 +436,10 @@ def check_rope_layout(model, module: nn.Module, layer_type: str | None, ids: tor
                     return None, (f"its rotary dims are the last {2 * n} of each {q.shape[-1]}-dim head (latent "
                                   "attention), and the RoPE analyses read them from the front.")
                 return layout, None
+            backwards = z0 * torch.polar(torch.ones_like(angle), -angle)
+            if float((z - backwards).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
+                return None, ("its queries turn by minus position x inv_freq (a sign-flipped rotate_half), "
+                              "and the RoPE analyses assume the usual direction.")
     return None, ("its first attention layer's queries are not the unrotated queries turned by position x inv_freq "
                   "under either pair layout, so the RoPE analyses cannot apply.")
 
@@ -462,7 +481,10 @@ def _position(model, rope_layout: str | None) -> str:
 def infer_family(model) -> Family:
     """A ``Family`` for ``model`` (its attention already routed through ctxlens), checked on a probe."""
     config = model.config
-    layers = find_layers(model)
+    try:
+        layers, irregular = find_layers(model), None
+    except CtxlensError as err:  # token losses need no block list: load, and refuse what needs one
+        layers, irregular = _any_block_list(model, err), str(err).split(";")[0].replace("Cannot find", "ctxlens cannot find")
     blocks = model.get_submodule(layers)
     attn = find_attention(blocks)
     ids = _probe_ids(model)
@@ -499,12 +521,16 @@ def infer_family(model) -> Family:
         if out_proj is None:
             refused["head_mask"] = "no Linear inside its attention module maps the heads back to the model width."
         layer_types = getattr(text, "layer_types", None)
-        first = next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is modules[0])
-        lt = layer_types[first] if isinstance(layer_types, (list, tuple)) and len(layer_types) > first else None
+        index = [next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is m) for m in modules]
+        types = [layer_types[i] if isinstance(layer_types, (list, tuple)) and len(layer_types) > i else None
+                 for i in index]
         if interface and _rotary(model):
-            rope_layout, why = _attempt(check_rope_layout, model, modules[0], lt, ids)
+            rope_layout, why = _attempt(check_rope_layout, model, modules, types, ids)
             if why:
                 refused["rope"] = why
+    if irregular:  # the block list was not found: only token losses were checked
+        for analysis in ("residual", "qk", "rope", "head_mask"):
+            refused[analysis] = f"{irregular} (its blocks are not one list of its configured layers)."
     family = Family(
         name=config.model_type, kind=_kind(len(named), len(blocks), model), position=_position(model, rope_layout),
         layers=layers, resid=resid or "out", attn=attn if modules else None, out_proj=out_proj, interface=interface,
