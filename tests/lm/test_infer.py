@@ -158,3 +158,43 @@ def test_a_transform_between_decoder_and_head_is_found(model_type, ids):
         logits = model(ids, use_cache=False).logits.float()  # [batch, seq, vocab]
     want = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
     torch.testing.assert_close(lm.token_losses(ids), want, atol=1e-5, rtol=1e-5)
+
+
+# Each type exercises one path of the inference; the coverage checks (transformers' own forward,
+# eager attention, zeroed weights, a model from an edited config) are the independent truth.
+PATHS = {
+    "olmo_hybrid": "residual",   # per-layer read points: linear-attention and attention blocks differ
+    "nemotron_h": "residual",    # MLP-only blocks: the residual is the block input ("in")
+    "opt": "qk",                 # q scaled before the attention call: the passed scale is used
+    "granitemoeshared": "residual",  # a shared MLP beside the experts is zeroed too
+    "flint": "rope",             # RoPE checked on the first layer it reaches (layer 0 has none)
+    "llama4_text": "qk",         # base_model is the whole model: the decoder is found by its blocks
+    "granite_swa": "qk",         # attention sinks scale whole rows
+}
+
+
+@pytest.mark.parametrize("model_type,analysis", sorted(PATHS.items()))
+def test_inferred_path_passes_its_independent_check(model_type, analysis):
+    from ctxlens.lm import coverage
+
+    row = coverage.check_type(model_type, checks=("token_loss", analysis))
+    assert {a: c.status for a, c in row.checks.items()} == {"token_loss": "pass", analysis: "pass"}, row.checks
+
+
+REFUSED = {  # what the load-time checks cannot confirm is refused with the reason
+    ("dory", "qk"): "more than once per forward",
+    ("inkling_text", "qk"): "adds position_bias to the q.k scores",
+    ("deepseek_v3", "rope"): "last 8 of each 16-dim head",
+    ("nanochat", "rope"): "minus position x inv_freq",
+    ("hrm_text", "residual"): "cannot find the list of 16 blocks",
+}
+
+
+@pytest.mark.parametrize("model_type,analysis", sorted(REFUSED))
+def test_what_the_checks_cannot_confirm_is_refused_with_its_reason(model_type, analysis):
+    from ctxlens.lm.tiny_any import build_tiny
+
+    lm = from_model(build_tiny(model_type))
+    assert analysis not in lm.family.supports and "token_loss" in lm.family.supports
+    with pytest.raises(CtxlensError, match=REFUSED[model_type, analysis].replace(".", r"\.")):
+        lm.family.require(analysis, lm.name)

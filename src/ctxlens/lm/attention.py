@@ -45,10 +45,15 @@ def _eager_of(module: torch.nn.Module) -> Callable:
     return sys.modules[type(module).__module__].eager_attention_forward
 
 
+SCORE_TERMS = ("position_bias", "alibi", "attention_bias")  # added to q k^T by the attention function
+
+
 def _note_scaling(module, kwargs: dict) -> None:
-    """Keep the softmax scale the model passes (opt scales q itself and passes 1.0)."""
+    """Keep the softmax scale the model passes (opt scales q itself and passes 1.0), and the names
+    of any extra terms it adds to the scores (inkling's position bias)."""
     if kwargs.get("scaling") is not None:
         module._ctxlens_scaling = float(kwargs["scaling"])
+    module._ctxlens_score_terms = tuple(t for t in SCORE_TERMS if kwargs.get(t) is not None)
 
 
 def scaling_of(module) -> float:

@@ -120,7 +120,7 @@ def mlp_branches(block: nn.Module, d_model: int, prefix: str = "") -> list[str]:
     """The MLP / feed-forward / mixture-of-experts children of a block, by attribute or class name
     (a shared expert too); failing those, the Linear children that write back to d_model (opt's fc2)."""
     children = [(a, c) for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__]
-    found = [a for a, c in children if a in _MLP_NAMES or "mlp" in a.lower()
+    found = [a for a, c in children if a in _MLP_NAMES or a.lower().endswith("mlp")
              or any(k in _own_name(c, prefix) for k in _MLP_CLASSES)]
     return found or [a for a, c in children if isinstance(c, nn.Linear) and c.out_features == d_model]
 
@@ -313,13 +313,17 @@ def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
 
 
 class _Seen:
+    """A recorder: the first q/k each attention module hands over, and how often it is called."""
+
     def __init__(self):
-        self.q: dict[int, torch.Tensor] = {}
-        self.k: dict[int, torch.Tensor] = {}
+        self.q: dict[int, torch.Tensor] = {}  # id(module) -> [batch, heads, seq, head_dim]
+        self.k: dict[int, torch.Tensor] = {}  # id(module) -> [batch, kv_heads, seq, head_dim]
+        self.calls: dict[int, int] = {}
 
     def record(self, module, query, key):
         self.q.setdefault(id(module), query.detach())
         self.k.setdefault(id(module), key.detach())
+        self.calls[id(module)] = self.calls.get(id(module), 0) + 1
 
 
 def _recorded(model, ids: torch.Tensor) -> _Seen:
@@ -345,6 +349,13 @@ def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -
     if not modules:
         return ("none of its attention modules runs through transformers' attention interface, so post-RoPE "
                 "queries and keys cannot be captured.")
+    if any(seen.calls.get(id(m), 0) > 1 for m in modules):
+        return ("its attention modules run more than once per forward (looped blocks), so one capture per "
+                "layer would be ambiguous.")
+    terms = sorted({t for m in modules for t in getattr(m, "_ctxlens_score_terms", ())})
+    if terms:
+        return (f"its attention adds {', '.join(terms)} to the q.k scores, so scores computed from captured "
+                "queries and keys would not be the model's.")
     for m in modules:
         q, k = seen.q[id(m)], seen.k[id(m)]
         if q.ndim != 4 or q.shape[1] != n_heads or q.shape[2] != ids.shape[1] or k.shape[-1] != q.shape[-1]:

@@ -184,6 +184,10 @@ def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict |
             f"Model type '{config.model_type}' has no rotary embedding to change; RoPE overrides apply to RoPE "
             "models only."
         )
+    per_layer = [a for a in ("layer_rope_theta", "rope_theta_per_layer") if isinstance(getattr(config, a, None), list)]
+    if per_layer:  # granite_swa keys its rotary tables by the bases listed per layer
+        raise CtxlensError(f"'{config.model_type}' lists a RoPE base per layer in config.{per_layer[0]}, which "
+                           "set_rope does not edit; save a config with the new bases and load that instead.")
     n_layers = n_layers or int(getattr(config, "num_hidden_layers", 0) or len(getattr(config, "layer_types", []) or []))
     chosen = target_types(config, layers, n_layers)
     if chosen is None:
