@@ -182,7 +182,7 @@ def test_inferred_path_passes_its_independent_check(model_type, analysis):
 
 
 REFUSED = {  # what the load-time checks cannot confirm is refused with the reason
-    ("dory", "qk"): "more than once per forward",
+    ("dory", "qk"): "more than once per module in one forward",
     ("inkling_text", "qk"): "adds position_bias to the q.k scores",
     ("deepseek_v3", "rope"): "last 8 of each 16-dim head",
     ("nanochat", "rope"): "minus position x inv_freq",

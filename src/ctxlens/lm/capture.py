@@ -196,6 +196,11 @@ def run_capture(
                 cap.residual[layer] = _take(_hidden_arg(args, kwargs), pos, 1, out_device)
 
             handles.append(sub.register_forward_pre_hook(pre, with_kwargs=True))
+        if want_res and mode.startswith("post:"):
+            def sub_out(m, args, out, layer=layer):
+                cap.residual[layer] = _take(_first(out), pos, 1, out_device)
+
+            handles.append(module.get_submodule(mode[5:]).register_forward_hook(sub_out))
         if want_res and mode.startswith("sum:"):
             sub = module.get_submodule(mode[4:])
 

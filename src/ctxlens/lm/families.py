@@ -12,6 +12,8 @@ Residual-after-mixer modes (``resid``), the quantity seed 000 (Section 3) measur
   when there is no pre-norm): in these blocks that input *is* layer input + mixer output.
 - ``"sum:SUB"``  layer input + output of SUB, for parallel-residual blocks whose MLP reads the
   layer input (gpt_neox with ``use_parallel_residual``, cohere).
+- ``"post:SUB"`` the (first) output of SUB, for blocks whose mixer sublayer returns the stream
+  itself (dbrx's norm_attn_norm).
 - ``"out"``      the block output, for blocks with no MLP (mamba, mamba2, zamba2, ...).
 - ``"in"``       the block input, for blocks that hold only an MLP (nemotron_h): no mixer ran.
 

@@ -38,7 +38,7 @@ from torch import nn
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
 from ctxlens.lm.families import Family
-from ctxlens.lm.model import LM, config_int
+from ctxlens.lm.model import LM, config_int, submodule
 
 PROBE_LEN = 12
 ATOL = 1e-4  # relative to the scale of the compared tensors (float32 on the probe)
@@ -80,19 +80,26 @@ def _any_block_list(model: nn.Module, err: CtxlensError) -> str:
     return min(lists)[2]
 
 
+def _is_norm(module: nn.Module) -> bool:
+    """A normalisation layer: a *Norm class with no children (dbrx's NormAttentionNorm holds attention)."""
+    return "Norm" in type(module).__name__ and not any(True for _ in module.children())
+
+
 def _is_attention(module: nn.Module) -> bool:
     name = type(module).__name__
     return "Attention" in name and "Norm" not in name
 
 
 def find_attention(blocks: nn.ModuleList) -> str | None:
-    """The attribute most blocks keep their attention module under (None without attention)."""
+    """The path most blocks keep their attention module under: a child, or a grandchild (dbrx's
+    norm_attn_norm.attn); None without attention."""
     counts: dict[str, int] = {}
     for block in blocks:
-        for attr, child in block.named_children():
-            if _is_attention(child):
-                counts[attr] = counts.get(attr, 0) + 1
-    return max(counts, key=counts.get) if counts else None
+        for path, child in block.named_modules():
+            if path and path.count(".") <= 1 and _is_attention(child) and not any(
+                    _is_attention(block.get_submodule(path[:i])) for i in range(len(path)) if path[i] == "."):
+                counts[path] = counts.get(path, 0) + 1
+    return max(counts, key=lambda p: (counts[p], -p.count("."))) if counts else None
 
 
 def projection_shape(module: nn.Module) -> tuple[int, int] | None:
@@ -241,13 +248,14 @@ def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str |
 
 def _block_candidates(block: nn.Module, branches: list[str]) -> list[str]:
     """Read points to try in one block, each checked against the block output with its MLP zeroed."""
-    sublayers = [n for n, _ in block.named_children() if "norm" not in n.lower()]
+    sublayers = [n for n, c in block.named_children() if not _is_norm(c)]
     mixers = [n for n in sublayers if n not in branches]
     if not branches:  # one mixer and norms: the block output, if it is input + mixer output
         return [f"sum:{mixers[0]}"] if len(mixers) == 1 else []
     if not mixers:  # an MLP-only block (nemotron_h): no mixer ran, the residual is the block input
         return ["in"]
-    return [f"pre:{n}" for n, _ in block.named_children() if n not in mixers] + [f"sum:{m}" for m in mixers]
+    return ([f"pre:{n}" for n, _ in block.named_children() if n not in mixers] + [f"sum:{m}" for m in mixers]
+            + [f"post:{m}" for m in mixers])  # dbrx's norm_attn_norm returns the stream itself
 
 
 def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Tensor) -> tuple[object, str | None]:
@@ -271,6 +279,9 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
             elif c.startswith("sum:"):
                 sub = block.get_submodule(c[4:])
                 handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _first(o).detach())))
+            elif c.startswith("post:"):  # only a sublayer returning (stream, its normed copy), as dbrx's
+                sub = block.get_submodule(c[5:])
+                handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _pair_first(o))))
     with _hooks(handles), torch.inference_mode():
         decoder(model)(input_ids=ids, use_cache=False)
     passing = [[c for c in candidates[i] if i in truth and _close(_read(seen, c, i, truth), truth[i])]
@@ -282,6 +293,13 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
                       "branch zeroed), so the residual after the mixer cannot be read.")
     common = [c for c in passing[0] if all(c in p for p in passing)]
     return (common[0] if common else tuple(p[0] for p in passing)), None
+
+
+def _pair_first(out) -> torch.Tensor:
+    """The first of two same-shaped tensors a sublayer returns; NaN for any other output."""
+    if isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(o) for o in out) and out[0].shape == out[1].shape:
+        return out[0].detach()
+    return torch.full((0,), float("nan"))
 
 
 def _has(block: nn.Module, mode: str) -> bool:
@@ -306,6 +324,8 @@ def _keep(store: dict, key):
 def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
     if mode == "in":
         return seen.get(("in", i), torch.full((0,), float("nan")))
+    if mode.startswith("post:"):
+        return seen.get((mode, i), torch.full((0,), float("nan")))
     if mode.startswith("sum:"):
         x, y = seen.get(("in", i)), seen.get((mode, i))
         return torch.full((0,), float("nan")) if x is None or y is None or x.shape != y.shape else x + y
@@ -350,8 +370,8 @@ def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -
         return ("none of its attention modules runs through transformers' attention interface, so post-RoPE "
                 "queries and keys cannot be captured.")
     if any(seen.calls.get(id(m), 0) > 1 for m in modules):
-        return ("its attention modules run more than once per forward (looped blocks), so one capture per "
-                "layer would be ambiguous.")
+        return ("its attention function runs more than once per module in one forward (looped blocks, or "
+                "differential attention's two maps), so one capture per layer would be ambiguous.")
     terms = sorted({t for m in modules for t in getattr(m, "_ctxlens_score_terms", ())})
     if terms:
         return (f"its attention adds {', '.join(terms)} to the q.k scores, so scores computed from captured "
@@ -511,7 +531,7 @@ def infer_family(model) -> Family:
     resid, why = _attempt(check_residual, model, blocks, attn, ids)
     if why:
         refused["residual"] = why
-    named = {i: getattr(b, attn) for i, b in enumerate(blocks) if attn and _is_attention(getattr(b, attn, None) or nn.Identity())}
+    named = {i: submodule(b, attn) for i, b in enumerate(blocks) if _is_attention(submodule(b, attn) or nn.Identity())}
     recording = _attempt(recording_modules, model, list(named.values()), ids)
     recording = recording if isinstance(recording, list) else []
     attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))
@@ -532,7 +552,7 @@ def infer_family(model) -> Family:
         if out_proj is None:
             refused["head_mask"] = "no Linear inside its attention module maps the heads back to the model width."
         layer_types = getattr(text, "layer_types", None)
-        index = [next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is m) for m in modules]
+        index = [next(i for i, b in enumerate(blocks) if submodule(b, attn) is m) for m in modules]
         types = [layer_types[i] if isinstance(layer_types, (list, tuple)) and len(layer_types) > i else None
                  for i in index]
         if interface and _rotary(model):
@@ -550,7 +570,7 @@ def infer_family(model) -> Family:
         notes="adapter inferred from the module tree and checked on the model at load",
     )
     if "head_mask" in family.supports:
-        layer = next(i for i, b in enumerate(blocks) if getattr(b, attn, None) is modules[0])
+        layer = next(i for i, b in enumerate(blocks) if submodule(b, attn) is modules[0])
         why = _attempt(check_head_mask, LM(model, None, family, name=config.model_type), layer, ids)
         if why:
             family = _refuse(family, "head_mask", why)

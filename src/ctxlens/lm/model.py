@@ -28,6 +28,17 @@ def _positions_limit(config) -> tuple[int | None, bool]:
     return None, False
 
 
+def submodule(module: torch.nn.Module, path: str | None) -> torch.nn.Module | None:
+    """``module.get_submodule(path)`` (a dotted path: dbrx keeps attention at norm_attn_norm.attn),
+    or None when there is no such child."""
+    if not path:
+        return None
+    try:
+        return module.get_submodule(path)
+    except AttributeError:
+        return None
+
+
 def config_int(config, *names: str) -> int:
     """The first of ``names`` the config sets to a number; 0 when none does, or when the value
     varies by layer (dots3_note's head counts: transformers refuses the global read)."""
@@ -77,7 +88,7 @@ class LM:
         # hybrids name both kinds of mixer alike (recurrent_gemma's temporal_block): check the class
         if self.family.attn_layers is not None and layer not in self.family.attn_layers:
             return None
-        module = getattr(self.layers[layer], self.family.attn or "", None)
+        module = submodule(self.layers[layer], self.family.attn)
         return module if module is not None and "Attention" in type(module).__name__ else None
 
     def attention_layers(self) -> list[int]:
