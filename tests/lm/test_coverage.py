@@ -152,11 +152,13 @@ def test_exception_in_a_check_is_a_failure_with_its_first_line():
 
 
 def test_no_attention_and_no_rope_are_not_applicable(ids):
+    """And a block with no MLP still has its residual checked, by another route."""
     b = coverage.Builder("mamba")
     assert coverage.check_qk(b, ids).status == "n/a"
     assert coverage.check_head_mask(b, ids).status == "n/a"
     assert coverage.check_rope(b, ids).status == "n/a"
-    assert coverage.check_residual(b, ids).status == "n/a"  # mamba blocks have no MLP branch
+    # mamba blocks have no MLP branch: the residual is checked as block input + mixer output instead
+    assert coverage.check_residual(b, ids).status == "pass"
     assert coverage.check_rope(coverage.Builder("gpt2"), ids).status == "n/a"
 
 
@@ -229,3 +231,15 @@ def test_overridden_types_fail_no_check(model_type):
     row = coverage.check_type(model_type)
     assert row.built.status == "pass", row.built.reason
     assert not [(a, c.reason) for a, c in row.checks.items() if c.status == "fail"]
+
+
+def test_a_mixer_only_block_that_is_not_input_plus_mixer_fails_its_check(ids):
+    """The block-input + mixer-output route can fail: mamba blocks that add a term of their own."""
+
+    def build(**kw):
+        model = tiny_any.build_tiny("mamba", **kw)
+        for block in model.backbone.layers:  # block output = input + mixer + 0.5: "out" is no longer the residual
+            block.register_forward_hook(lambda m, a, out: out + 0.5)
+        return model
+
+    assert coverage.check_residual(coverage.Builder("mamba", build=build), ids).status == "fail"

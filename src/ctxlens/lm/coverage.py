@@ -192,6 +192,30 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
     return seen["h"]
 
 
+def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) -> torch.Tensor | None:
+    """[1, seq, d_model] block input + output of its one non-norm child (a mamba block's mixer):
+    what the block output must be if it is the residual after the mixer; None for other blocks."""
+    block = model.get_submodule(layers_path)[layer]
+    mixers = [c for _, c in block.named_children() if "Norm" not in type(c).__name__]
+    if len(mixers) != 1:
+        return None
+    seen = {}
+
+    def keep_in(module, args, kwargs):
+        seen.setdefault("x", args[0] if args else kwargs.get("hidden_states"))
+
+    def keep_out(module, args, out):
+        seen.setdefault("y", out[0] if isinstance(out, (tuple, list)) else out)
+
+    handles = [block.register_forward_pre_hook(keep_in, with_kwargs=True), mixers[0].register_forward_hook(keep_out)]
+    try:
+        _logits(model, ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen["x"] + seen["y"]
+
+
 def check_residual(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
     declined = _unsupported(lm, "residual")
@@ -206,8 +230,10 @@ def check_residual(b: Builder, ids: torch.Tensor) -> Check:
         if want is None:
             if mode != "out":
                 return Check("fail", f"layer {layer} has no MLP branch to zero but the residual is read at '{mode}'")
-            skipped.append(layer)
-            continue
+            want = _input_plus_mixer(b.model(), lm.family.layers, layer, ids)
+            if want is None:
+                skipped.append(layer)
+                continue
         res = _close(cap.residual[layer], want[:, positions], f"layer {layer}")
         if res.status != "pass":
             return res
