@@ -383,7 +383,7 @@ def _text(config):
 
 def check_rope(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
-    if not rotary_modules(lm.model) and not _thetas(getattr(_text(lm.config), "rope_parameters", None)):
+    if not rotary_modules(lm.model):  # rope_parameters alone (granitemoehybrid's NoPE default) rotate nothing
         return Check("n/a", "the model has no rotary embedding")
     declined = _unsupported(lm, "rope")
     if declined:
@@ -512,13 +512,15 @@ def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]
     return [line(header), *(line(r) for r in rows)]
 
 
-def render(result: dict, markdown: bool = False) -> str:
-    """The coverage table, the counts per analysis, the failures with reasons, the out-of-scope types."""
+def render(result: dict, markdown: bool = False, per_type: bool = True) -> str:
+    """The coverage table (one row per type unless ``per_type`` is off), the counts per analysis,
+    the failures and declines with reasons, the out-of-scope types."""
     rows = result["types"]
     out = []
     table = [[r["model_type"], r["kind"], *(_MARK[r["checks"][a]["status"]] if a in r["checks"] else "-" for a in ANALYSES)]
              for r in rows]
-    out += _grid(["type", "kind", *ANALYSES], table, markdown)
+    if per_type:
+        out += _grid(["type", "kind", *ANALYSES], table, markdown)
     n = len(rows)
     built = sum(r["built"]["status"] == "pass" for r in rows)
     out += ["", f"{n} decoder-only text types checked ({built} build) in {result['seconds']:.0f} s "
