@@ -139,3 +139,26 @@ def test_gemma3_configs_have_sliding_and_global_layers_that_differ():
         assert text.rope_parameters["sliding_attention"]["rope_theta"] == 1e4
         assert text.rope_parameters["full_attention"]["rope_theta"] == 1e6
         assert 40 > text.sliding_window  # the test sequence is longer than the window
+
+
+# -- every decoder-only type, through the path users take ------------------------------------------
+
+def _in_scope():
+    from ctxlens.lm.tiny_any import in_scope_types
+
+    return in_scope_types()
+
+
+@pytest.mark.parametrize("model_type", _in_scope())
+def test_every_decoder_type_loads_from_a_saved_directory(model_type, tmp_path):
+    """save_pretrained, then ctxlens.load(dir): token losses equal the original's own cross-entropy."""
+    from ctxlens.lm.tiny_any import build_tiny
+
+    model = build_tiny(model_type)
+    model.save_pretrained(tmp_path)
+    lm = ctxlens.load(str(tmp_path))
+    ids = torch.randint(3, 200, (1, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
+    want = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")
+    torch.testing.assert_close(lm.token_losses(ids)[0], want, atol=1e-4, rtol=1e-4)

@@ -140,7 +140,7 @@ def supported_attention(config, requested: str) -> str:
 def _tokenizer(source: str, common: dict):
     try:
         return AutoTokenizer.from_pretrained(source, **common)
-    except (OSError, ValueError, TypeError) as err:
+    except (OSError, ValueError, TypeError, ImportError) as err:  # ImportError: a tokenizer class's extra package
         log.warning("no tokenizer for %s (%s); token-level analyses only", source, str(err).splitlines()[0])
         return None
 
