@@ -85,3 +85,21 @@ def test_set_rope_equals_a_model_built_from_the_edited_config(ref_home, prose):
         ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
     torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
     assert (ours - before).abs().max() > 1e-1
+
+
+def test_gemma3_set_rope_changes_the_global_layers_as_a_hand_edited_config_does(ref_home, prose):
+    """Gemma 3's own long-context recipe raises the base of its global layers only."""
+    lm = load_ref(ref_home, "gemma3-270m")  # its own copy: set_rope edits in place
+    edited = copy.deepcopy(lm.config)  # the hand edit, made before ctxlens touches anything
+    assert edited.rope_parameters["sliding_attention"]["rope_theta"] == 1e4
+    edited.rope_parameters["full_attention"]["rope_theta"] = 4e6  # Gemma 3's own global base is 1e6
+    ids = _ids(lm, prose, 128)
+    with torch.no_grad():
+        before = lm.model(ids, use_cache=False).logits
+    assert set(lm.set_rope(theta=4e6)) == {"full_attention"}
+    fresh = AutoModelForCausalLM.from_config(edited).eval()
+    fresh.load_state_dict(lm.model.state_dict())
+    with torch.no_grad():
+        ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
+    torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
+    assert (ours - before).abs().max() > 1e-2
