@@ -198,3 +198,14 @@ def test_what_the_checks_cannot_confirm_is_refused_with_its_reason(model_type, a
     assert analysis not in lm.family.supports and "token_loss" in lm.family.supports
     with pytest.raises(CtxlensError, match=REFUSED[model_type, analysis].replace(".", r"\.")):
         lm.family.require(analysis, lm.name)
+
+
+@pytest.mark.parametrize("model_type", ["phi3", "glm4", "granite"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_inference_holds_in_half_precision(model_type, dtype, ids):
+    """A GPU user loads in bf16: the probe's tolerances follow the dtype, the verdicts do not change."""
+    extra = {"logits_scaling": 4.0} if model_type == "granite" else {}
+    full = from_model(_tiny(model_type, **extra))
+    half = from_model(_tiny(model_type, **extra).to(dtype))
+    assert half.family.supports == full.family.supports and half.family.rope_layout == full.family.rope_layout
+    assert half.family.resid == full.family.resid and not half.family.unsupported

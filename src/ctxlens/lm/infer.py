@@ -41,7 +41,13 @@ from ctxlens.lm.families import Family
 from ctxlens.lm.model import LM, config_int, submodule
 
 PROBE_LEN = 12
-ATOL = 1e-4  # relative to the scale of the compared tensors (float32 on the probe)
+ATOL = 1e-4  # relative to the scale of the compared tensors, in float32
+
+
+def tolerance(dtype: torch.dtype) -> float:
+    """Relative tolerance of the probe's comparisons: ATOL in float32, 16 ulps in bfloat16 / float16
+    (a wrong read point or pair layout is off by order one, so this still tells them apart)."""
+    return max(ATOL, 16 * torch.finfo(dtype).eps) if dtype.is_floating_point else ATOL
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "moe", "channel_mix", "mlp_block", "ff")
 _MLP_CLASSES = ("MLP", "Mlp", "FeedForward", "MoE", "Moe", "Experts", "FFN", "Ffn", "SparseMoe")
 
@@ -148,10 +154,18 @@ def _rotary(model: nn.Module) -> list[nn.Module]:
 
 
 # -- probe helpers -----------------------------------------------------------------------------
+def _error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest difference relative to b's scale (inf for shapes that differ)."""
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a.float() - b.float()).abs().max()) / max(1.0, float(b.float().abs().max()))
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    tol = max(tolerance(a.dtype), tolerance(b.dtype))  # the coarser of the two
     a, b = a.float(), b.float()
     return a.shape == b.shape and bool(torch.isfinite(a).all()) and \
-        float((a - b).abs().max()) <= ATOL * max(1.0, float(b.abs().max()))
+        float((a - b).abs().max()) <= tol * max(1.0, float(b.abs().max()))
 
 
 def decoder(model: nn.Module) -> nn.Module:
@@ -284,15 +298,20 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
                 handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _pair_first(o))))
     with _hooks(handles), torch.inference_mode():
         decoder(model)(input_ids=ids, use_cache=False)
-    passing = [[c for c in candidates[i] if i in truth and _close(_read(seen, c, i, truth), truth[i])]
-               for i in range(len(blocks))]
-    passing = [["out" if c.startswith("sum:") and not branches[i] else c for c in p] for i, p in enumerate(passing)]
+    # per layer, the passing read points by their error: the closest wins, not the first within
+    # tolerance (in bfloat16 a small attention output hides inside the layer input's rounding)
+    passing = [{c: _error(_read(seen, c, i, truth), truth[i]) for c in candidates[i]
+                if i in truth and _close(_read(seen, c, i, truth), truth[i])} for i in range(len(blocks))]
+    passing = [{("out" if c.startswith("sum:") and not branches[i] else c): e for c, e in p.items()}
+               for i, p in enumerate(passing)]
     bad = [i for i, p in enumerate(passing) if not p]
     if bad:
         return None, (f"in layer {bad[0]} no point equals layer input + mixer output (the block output with the MLP "
                       "branch zeroed), so the residual after the mixer cannot be read.")
     common = [c for c in passing[0] if all(c in p for p in passing)]
-    return (common[0] if common else tuple(p[0] for p in passing)), None
+    if common:  # one read point for every layer, the closest over all of them
+        return min(common, key=lambda c: max(p[c] for p in passing)), None
+    return tuple(min(p, key=p.get) for p in passing), None
 
 
 def _pair_first(out) -> torch.Tensor:
@@ -452,6 +471,7 @@ def check_rope_layout(model, modules: list[nn.Module], layer_types: list[str | N
     if inv is None:
         return None, "it has no rotary-embedding module with inverse frequencies to check against."
     inv = inv.detach().clone()
+    tol = tolerance(rotated[id(modules[first])].dtype)
     q, q0 = rotated[id(modules[first])][0].double(), plain[id(modules[first])][0].double()  # [heads, seq, head_dim]
     n = inv.numel()
     if 2 * n > q.shape[-1]:
@@ -462,13 +482,13 @@ def check_rope_layout(model, modules: list[nn.Module], layer_types: list[str | N
             z, z0 = _pairs(q[..., offset:], n, layout), _pairs(q0[..., offset:], n, layout)  # [heads, seq, n_pairs]
             want = z0 * torch.polar(torch.ones_like(angle), angle)  # unrotated pair rotated by position x inv_freq
             # the rope type's attention scaling multiplies rotated and unrotated queries alike
-            if float((z - want).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
+            if float((z - want).abs().max() / z.abs().max().clamp_min(1e-12)) < tol:
                 if offset:
                     return None, (f"its rotary dims are the last {2 * n} of each {q.shape[-1]}-dim head (latent "
                                   "attention), and the RoPE analyses read them from the front.")
                 return layout, None
             backwards = z0 * torch.polar(torch.ones_like(angle), -angle)
-            if float((z - backwards).abs().max() / z.abs().max().clamp_min(1e-12)) < 1e-4:
+            if float((z - backwards).abs().max() / z.abs().max().clamp_min(1e-12)) < tol:
                 return None, ("its queries turn by minus position x inv_freq (a sign-flipped rotate_half), "
                               "and the RoPE analyses assume the usual direction.")
     return None, ("its first attention layer's queries are not the unrotated queries turned by position x inv_freq "
