@@ -103,3 +103,21 @@ def test_gemma3_set_rope_changes_the_global_layers_as_a_hand_edited_config_does(
         ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
     torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
     assert (ours - before).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_adapter_inferred_on_real_weights_agrees_with_the_hand_written_one(name, request):
+    """Inference is what every type without a hand-written family gets: on the real reference
+    weights it must confirm every analysis and read the same points as the hand-written record."""
+    from ctxlens.lm.infer import infer_family
+
+    lm = request.getfixturevalue(name)
+    inferred = infer_family(lm.model)
+    assert not inferred.unsupported, inferred.unsupported
+    assert set(inferred.supports) == set(lm.family.supports)
+    assert inferred.rope_layout == lm.family.rope_layout and inferred.layers == lm.family.layers
+    assert inferred.resid_mode(lm.config) == lm.family.resid_mode(lm.config)
+    from ctxlens.lm.model import LM  # the same weights under the inferred adapter
+
+    ids = torch.arange(100, 164)[None]  # [1, 64]
+    torch.testing.assert_close(LM(lm.model, lm.tokenizer, inferred, name).token_losses(ids), lm.token_losses(ids))
