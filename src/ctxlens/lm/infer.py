@@ -3,25 +3,29 @@
 A ``model_type`` with no hand-written ``Family`` (``ctxlens.lm.families``) gets one built here:
 
 1. *Read the tree.* The block list is the shallowest ``nn.ModuleList`` with one entry per layer;
-   the attention module is the block child whose class is an ``*Attention``; its output
-   projection is the ``nn.Linear`` that maps ``heads x head_dim`` back to ``d_model``; the
-   rotary modules are the ``*RotaryEmbedding`` modules; the MLP branch is the block child
-   named or classed like an MLP / feed-forward / mixture of experts.
-2. *Check it on a short probe* (``PROBE_LEN`` tokens, a few forwards), each claim against a
-   route that does not use it:
-   - token losses: the chunked loss from the base model's final hidden states (with the
-     logit post-processing found among the config's soft-cap / scale fields) equals the
-     cross-entropy of the model's own logits;
-   - residual after the mixer (seed 000, Section 3): the read point is the candidate that
-     equals the block output when that block's MLP branch outputs zero;
-   - q/k: every attention module hands its post-RoPE q and k to ctxlens' registered
-     attention function, with the configured head counts;
+   the attention module is the block child (or grandchild) whose class is an ``*Attention``; its
+   output projection is the Linear (or Conv1D) that maps the heads back to ``d_model``; the
+   rotary modules are the ``*RotaryEmbedding`` modules; the MLP branches are the block children
+   named or classed like an MLP / feed-forward / mixture of experts (failing those, the bare
+   Linears that write back to ``d_model``); the decoder is ``base_model`` or the child holding
+   the blocks.
+2. *Check each claim on a short probe* (``PROBE_LEN`` tokens, a few forwards) against a route
+   that does not use it, with tolerances that follow the model's dtype:
+   - token losses: the LM head on the decoder's final hidden states, with the logit
+     post-processing found among the config's soft-cap / scale fields and any module between
+     decoder and head, equals the model's own logits (the closest candidate wins);
+   - residual after the mixer (seed 000, Section 3): in every block, the read point that equals
+     the block output when its MLP branches output zero (one forward, all blocks at once; one
+     point per layer for hybrids whose layer kinds differ);
+   - q/k: the attention modules hand their post-RoPE q and k, with the scale they apply, to
+     ctxlens' registered attention function once per forward, with the configured head count and
+     no extra score terms;
    - head masking: zeroing a head's slice of the output projection's input equals zeroing
      that head's columns of the projection weight;
-   - RoPE pair layout: with one token repeated, the layer-0 pre-RoPE query is the same at
-     every position, so post-RoPE pair ``i`` at position ``p`` must be the position-0 pair
-     rotated by ``p * inv_freq[i]``; the layout ("half" or "interleaved") for which that
-     holds is the model's.
+   - RoPE pair layout: the first attention layer RoPE reaches gets the same input with every
+     inverse frequency zeroed, so its rotated query must be the unrotated one turned by
+     ``position * inv_freq``; the layout ("half" or "interleaved") for which that holds is the
+     model's.
 
 Whatever a check cannot confirm is marked unsupported with one sentence saying why
 (``Family.unsupported``); nothing is guessed silently.
@@ -48,6 +52,8 @@ def tolerance(dtype: torch.dtype) -> float:
     """Relative tolerance of the probe's comparisons: ATOL in float32, 16 ulps in bfloat16 / float16
     (a wrong read point or pair layout is off by order one, so this still tells them apart)."""
     return max(ATOL, 16 * torch.finfo(dtype).eps) if dtype.is_floating_point else ATOL
+
+
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "moe", "channel_mix", "mlp_block", "ff")
 _MLP_CLASSES = ("MLP", "Mlp", "FeedForward", "MoE", "Moe", "Experts", "FFN", "Ffn", "SparseMoe")
 
