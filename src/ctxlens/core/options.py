@@ -77,3 +77,19 @@ def positive(name: str, values) -> None:
     for v in values if isinstance(values, (list, tuple)) else [values]:
         if v is None or v <= 0:
             raise CtxlensError(f"Option '{name}' must be positive, got {v}; pass values above zero.")
+
+
+def option(default=dataclasses.MISSING, help: str = "", *, factory=dataclasses.MISSING):
+    """A config field with its help text: ``n_samples: int = option(8, "windows per length")``.
+
+    A mutable default (a list) is given as ``factory``: ``option(factory=lambda: [512], help=...)``.
+    ``ctxlens run EXPERIMENT --help`` and the README's option tables read the text back with
+    ``option_help``."""
+    if factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=factory, metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def option_help(cls: type) -> dict[str, str]:
+    """Field name -> help text of a config dataclass ('' where a field has none)."""
+    return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
