@@ -21,7 +21,7 @@ from transformers import AutoModelForCausalLM
 
 from ctxlens.core.timing import timed
 from ctxlens.experiments import accs_layers, make_config
-from ctxlens.experiments import _suffix as sx
+from ctxlens.probes import suffix as sx
 from ctxlens.lm import from_model
 from ctxlens.lm.tiny import tiny_config
 

@@ -60,7 +60,7 @@ def _naive(lm, ids, top_k: int) -> None:
 
 def _one(args, kind: str, n: int, out) -> None:
     """Measure one (kind, length) in this process; send (seconds, peak bytes) through ``out``."""
-    from ctxlens.experiments._dominant import DistanceSums, accumulate
+    from ctxlens.probes.dominant import DistanceSums, accumulate
 
     torch.set_num_threads(args.threads)
     lm = _model(args)

@@ -10,7 +10,7 @@ Seed 000 ("How much do contextualized representations encode long-range context?
 4. ``rope-no-plateau-beyond-training`` (same): ``zoo:rope`` beyond its training length is
    contextualized by the whole prefix (no plateau either).
 
-The criteria are in ``ctxlens.experiments._accs_findings`` (fixed from the paper's numbers,
+The criteria are in ``ctxlens.findings.accs`` (fixed from the paper's numbers,
 before any zoo run). Every model is also measured untrained (random weights of the same zoo
 spec, seed ``--seed``) as a control: a finding that holds for the untrained control as well
 (``control_reproduced``) says little about what training taught. The runs go through the
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments._accs_findings import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
+from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
 from ctxlens.runner.execute import run
 
 ZOO = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")

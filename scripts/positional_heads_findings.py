@@ -3,7 +3,7 @@
 Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
 Sections 4.2-4.3, Figure 8: heads whose dominant dimension correlates with relative distance
 exist, and masking the top 5% / 10% of them hurts passkey retrieval more than masking as many
-random heads (several draws). The criteria are in ``ctxlens.experiments._positional_findings``
+random heads (several draws). The criteria are in ``ctxlens.findings.positional``
 (fixed before any zoo run). Both runs go through the ordinary runner into ``--runs``
 (resumable): ``positional-heads`` at the training length, then ``head-masking`` on passkey
 retrieval at lengths around it. The JSON written to OUT holds the settings, every measured
@@ -21,7 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from ctxlens.experiments._positional_findings import masking_summary, significant_heads, verdict
+from ctxlens.findings.positional import masking_summary, significant_heads, verdict
 from ctxlens.runner.execute import run
 
 

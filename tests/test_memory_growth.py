@@ -27,7 +27,7 @@ engine and decoded by a backend; their memory is the backend's KV cache) and the
 that train small MLPs on sparse parity (no language model, no length to scale). The q/k
 experiments run with ``n_queries`` set: with every query (``n_queries=0``, seed 003's setting)
 they compute each query's logits against every earlier key, L^2 work by definition, whose
-working set ``ctxlens.experiments._qk`` caps at ``WORK_BYTES``.
+working set ``ctxlens.probes.qk`` caps at ``WORK_BYTES``.
 """
 
 import pytest

@@ -11,9 +11,9 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.data.periodic import periodic_sequence, sample_seed
-from ctxlens.experiments import _suffix as sx
-from ctxlens.experiments._accs_findings import PLATEAU_THRESHOLD, depth_trend, plateau, spearman
-from ctxlens.experiments._perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.probes import suffix as sx
+from ctxlens.findings.accs import PLATEAU_THRESHOLD, depth_trend, plateau, spearman
+from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.accs_length import periodic_windows
 from ctxlens.experiments.anisotropy_compression import equal_count_bins
 from ctxlens.experiments.collapse_modes import rank_edges

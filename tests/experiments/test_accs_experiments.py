@@ -8,8 +8,8 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.experiments import _suffix as sx
-from ctxlens.experiments._perturb import Shuffle
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle
 from ctxlens.lm import from_model
 from ctxlens.lm.families import FAMILIES
 from ctxlens.metrics.geometry import anisotropy

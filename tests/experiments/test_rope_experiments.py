@@ -17,9 +17,9 @@ from transformers import AutoModelForCausalLM
 from ctxlens import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.experiments import _positional_findings as findings
-from ctxlens.experiments._extrapolation import applied, parse_transform, train_length
-from ctxlens.experiments._qk import scan
+from ctxlens.findings import positional as findings
+from ctxlens.probes.extrapolation import applied, parse_transform, train_length
+from ctxlens.probes.qk import scan
 from ctxlens.experiments.head_masking import masked_heads, masking
 from ctxlens.experiments.rope_dim_ablation import pairs_of
 from ctxlens.experiments.rope_dims import sample_pairs
@@ -272,7 +272,7 @@ def test_head_masking_equals_zeroing_output_projection_slices_in_scoring_and_gen
 def test_passkey_probes_hold_their_answer_at_the_depth_and_score_greedy_continuations():
     from types import SimpleNamespace
 
-    from ctxlens.experiments import _passkey
+    from ctxlens.probes import passkey as _passkey
 
     tok = byte_tokenizer()
     for style in ("corpus", "classic"):

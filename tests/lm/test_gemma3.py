@@ -14,8 +14,8 @@ from transformers import AutoModelForCausalLM, Gemma3Config, Gemma3TextConfig
 
 from ctxlens import CtxlensError
 from ctxlens.cli import main
-from ctxlens.experiments._extrapolation import applied, parse_transform
-from ctxlens.experiments._qk import scan
+from ctxlens.probes.extrapolation import applied, parse_transform
+from ctxlens.probes.qk import scan
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm import from_model

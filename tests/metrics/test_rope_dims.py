@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from ctxlens.experiments._qk import scan
+from ctxlens.probes.qk import scan
 from ctxlens.metrics.rope import (
     betainc,
     distance_dimension_correlation,
@@ -170,7 +170,7 @@ def test_constant_input_gives_toeplitz_contributions_only_under_the_true_layout(
 
 @pytest.mark.parametrize("family", ["llama", "mistral", "gemma2"])  # GQA; sliding window; soft-capping
 def test_chunked_top_keys_equal_the_top_of_eager_attention_rows(family, monkeypatch):
-    import ctxlens.experiments._qk as qk
+    import ctxlens.probes.qk as qk
 
     monkeypatch.setattr(qk, "WORK_BYTES", 4096)  # many small chunks
     lm = build_lm(family)

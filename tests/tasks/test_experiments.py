@@ -82,7 +82,7 @@ def test_bad_options_are_clear_errors():
 
 
 def test_visible_ids_keep_the_last_tokens_and_a_leading_bos():
-    from ctxlens.experiments._tasks import visible_ids
+    from ctxlens.probes.tasks import visible_ids
 
     ids = [1, 10, 11, 12, 13, 14]
     assert visible_ids(ids, 3, keep=1) == [1, 13, 14]

@@ -22,8 +22,8 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.periodic import periodic_sequence, sample_seed
-from ctxlens.experiments import _suffix as sx
-from ctxlens.experiments._perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 

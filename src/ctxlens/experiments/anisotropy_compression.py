@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments import _suffix as sx
-from ctxlens.experiments._perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import register
 from ctxlens.metrics.geometry import AnisotropyAccumulator

@@ -26,8 +26,8 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
-from ctxlens.experiments import _suffix as sx
-from ctxlens.experiments._perturb import Shuffle
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.metrics.geometry import AnisotropyAccumulator

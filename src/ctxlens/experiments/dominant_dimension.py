@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctxlens.experiments import _ropecommon as common
-from ctxlens.experiments._dominant import DistanceSums, accumulate, correlation_rows, curve_rows
-from ctxlens.experiments._extrapolation import applied, train_length
-from ctxlens.experiments._qk import attention_layers
+from ctxlens.probes import rope as common
+from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
+from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 

@@ -8,7 +8,7 @@ in prefill and generation alike), for the top 5% / 10%, and compared with the sa
 random heads over several draws and with no masking.
 
 Measures per (transform, condition, length): passkey retrieval accuracy per depth (greedy
-exact match; a minimal built-in probe, ``_passkey``) and perplexity of ``n_samples`` windows
+exact match; a minimal built-in probe, ``ctxlens.probes.passkey``) and perplexity of ``n_samples`` windows
 of ``source``. The paper's LongBench QA and code-completion tasks need the task engine and
 are not run here yet.
 """
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments import _passkey
-from ctxlens.experiments import _ropecommon as common
-from ctxlens.experiments._dominant import RANK_BY, as_mask, n_selected, random_heads
-from ctxlens.experiments._extrapolation import applied, train_length
-from ctxlens.experiments._qk import attention_layers
+from ctxlens.probes import passkey
+from ctxlens.probes import rope as common
+from ctxlens.probes.dominant import RANK_BY, as_mask, n_selected, random_heads
+from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.positional_heads import ranked_heads, validate_fractions
 from ctxlens.experiments.registry import register
@@ -68,8 +68,8 @@ class Config:
         bad = [t for t in self.tasks if t not in TASKS]
         if bad or not self.tasks:
             raise CtxlensError(f"Option 'tasks' must list some of {', '.join(TASKS)}, got {self.tasks}.")
-        if self.passkey_style not in _passkey.STYLES:
-            raise CtxlensError(f"Option 'passkey_style' must be one of {', '.join(_passkey.STYLES)}, "
+        if self.passkey_style not in passkey.STYLES:
+            raise CtxlensError(f"Option 'passkey_style' must be one of {', '.join(passkey.STYLES)}, "
                                f"got '{self.passkey_style}'.")
         if any(not 0 <= d <= 1 for d in self.depths) or not self.depths:
             raise CtxlensError(f"Option 'depths' must hold fractions in [0, 1], got {self.depths}; "
@@ -121,11 +121,11 @@ def masking(lm, heads: list[tuple[int, int]]):
 
 def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
     lm.require_tokenizer("the passkey probe")
-    probes = _passkey.probes(lm.tokenizer, length, config.depths, config.n_passkey, config.seed, config.passkey_style)
+    probes = passkey.probes(lm.tokenizer, length, config.depths, config.n_passkey, config.seed, config.passkey_style)
     rows = []
     for depth in config.depths:
         mine = [p for p in probes if p.depth == depth]
-        hits = [_passkey.retrieved(lm, p) for p in mine]
+        hits = [passkey.retrieved(lm, p) for p in mine]
         rows.append({"task": "passkey", "depth": depth, "score": sum(hits) / len(hits), "n": len(hits),
                      "n_tokens": max(p.n_tokens for p in mine)})
     return rows

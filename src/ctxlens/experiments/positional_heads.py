@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments import _ropecommon as common
-from ctxlens.experiments._dominant import RANK_BY, correlation_rows, n_selected, rank_heads
+from ctxlens.probes import rope as common
+from ctxlens.probes.dominant import RANK_BY, correlation_rows, n_selected, rank_heads
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.dominant_dimension import measure
 from ctxlens.experiments.registry import register

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments import _ropecommon as common
-from ctxlens.experiments._dominant import DistanceSums, accumulate, correlation_rows, curve_rows
-from ctxlens.experiments._extrapolation import applied, train_length
-from ctxlens.experiments._qk import LayerQK, attention_layers, chunk_size, scan
+from ctxlens.probes import rope as common
+from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
+from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ctxlens.experiments import _ropecommon as common
-from ctxlens.experiments._extrapolation import applied, train_length
-from ctxlens.experiments._qk import LayerQK, attention_layers, scan
+from ctxlens.probes import rope as common
+from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.qk import LayerQK, attention_layers, scan
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.metrics.rope import top_pair_counts

@@ -28,7 +28,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
-from ctxlens.experiments import _suffix as sx
+from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.lm import rope as _rope

@@ -14,7 +14,7 @@ from ctxlens.tasks.base import TooShort
 
 from dataclasses import dataclass, field
 
-from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.tasks import RULER_TASKS, get_task

@@ -15,7 +15,7 @@ from ctxlens.tasks.base import TooShort
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments._tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.tasks import get_task

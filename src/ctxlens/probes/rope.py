@@ -14,8 +14,8 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
-from ctxlens.experiments._extrapolation import parse_transform, train_length
-from ctxlens.experiments.base import positive
+from ctxlens.probes.extrapolation import parse_transform, train_length
+from ctxlens.core.options import positive
 
 
 def validate(config) -> None:

@@ -7,8 +7,8 @@ reproduced | undecided | not measured) and the extra columns ``models`` and ``no
 ``untrained control`` for the ACCS findings). One small function per finding below; each docstring names the paper section
 and the criterion, and every criterion was fixed before any zoo model was measured:
 
-- the ACCS criteria are those of ``ctxlens.experiments._accs_findings`` and the Positional
-  Heads criteria those of ``ctxlens.experiments._positional_findings`` (reused as they are);
+- the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional
+  Heads criteria those of ``ctxlens.findings.positional`` (reused as they are);
 - the others are stated in their docstrings, with the numbers of the paper they come from.
 
 A finding is measured on the zoo models it is about (``models``: zoo name -> model spec, the
@@ -29,8 +29,8 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from ctxlens.experiments._accs_findings import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
-from ctxlens.experiments._positional_findings import masking_summary, significant_heads, verdict
+from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
+from ctxlens.findings.positional import masking_summary, significant_heads, verdict
 from ctxlens.zoo.specs import RECIPE
 
 ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")
@@ -137,7 +137,7 @@ def _scores(rows: list[dict], **where) -> list[float]:
 def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str, str],
                           train_length: int = TRAIN_LENGTH) -> dict:
     """Seed 000, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
-    training length; ``accs-layers``). Criterion (``_accs_findings.depth_trend``): Spearman
+    training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_trend``): Spearman
     correlation between layer index and ACCS is negative and the last layer's ACCS is below the
     first layer's; residual stream, at the longest measured length <= the training length."""
     def trend(spec: str | None):
@@ -198,7 +198,7 @@ def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
                   train_length: int = TRAIN_LENGTH) -> dict:
     """Seed 000, Section 5.2, Figure 4, Table 4: recurrent models (Mamba-2, mLSTM) and ALiBi
     are hardly moved by shuffling the distant prefix: a flat ACCS plateau, then a drop as the
-    shuffle reaches the suffix (``accs-boundary``). Criterion (``_accs_findings.plateau``): the
+    shuffle reaches the suffix (``accs-boundary``). Criterion (``ctxlens.findings.accs.plateau``): the
     plateau ratio is below 0.25 (between the paper's two groups in Table 4) at every measured
     length; undecided when ACCS does not drop at all."""
     return _plateau_finding(rows, models, controls, "recurrent and ALiBi models plateau on distant perturbations",
@@ -379,7 +379,7 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
     """Seed 003, Sections 4.2-4.3, Figure 8: heads whose dominant dimension correlates with
     distance exist, and masking the top ones hurts passkey retrieval more than masking as many
     random heads (``positional-heads`` + ``head-masking`` on ``zoo:rope``). Criterion
-    (``_positional_findings.verdict``): at least one head with p < 0.05 / n_heads, and for every
+    (``ctxlens.findings.positional.verdict``): at least one head with p < 0.05 / n_heads, and for every
     fraction the passkey accuracy with the top heads masked is below the mean over random draws;
     undecided when the unmasked model retrieves nothing."""
     def check(name: str):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments.base import positive
+from ctxlens.core.options import positive
 from ctxlens.tasks.base import Sample
 from ctxlens.tasks.backends import BACKENDS, backend_for
 from ctxlens.tasks.render import TEMPLATES

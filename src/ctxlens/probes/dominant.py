@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments._qk import LayerQK, chunk_size, scan
+from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.metrics.rope import dominant_dimension, spearman
 
 RANK_BY = ("abs", "positive", "negative")

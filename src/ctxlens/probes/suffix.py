@@ -20,8 +20,8 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
-from ctxlens.experiments._perturb import Shuffle
-from ctxlens.experiments.base import positive
+from ctxlens.probes.perturb import Shuffle
+from ctxlens.core.options import positive
 from ctxlens.lm import losses as _losses
 from ctxlens.metrics.geometry import AccsAccumulator
 

@@ -1,0 +1,5 @@
+"""The shared steps of experiments, one copy each: windows and suffix states (``suffix``),
+perturbations (``perturb``), the q/k scan (``qk``), RoPE options and transforms (``rope``,
+``extrapolation``), needle probes (``passkey``, ``tasks``) and dominant-dimension statistics
+(``dominant``). Experiments import these; these import ``tasks``, ``data``, ``metrics``, ``lm``
+and ``core`` only."""
