@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -53,4 +53,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
-register(Experiment("accs-layers", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "accs-layers", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    paper="geometry", section="Section 4, Figure 1",
+    smoke=Smoke({"lengths": [48, 96], "n_sequences": 4, "suffix_len": 8},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "layers": None}, every_layer=True),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 16},
+                   {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4}, controls=("rope",)),),
+))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
 
 
@@ -51,4 +51,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch, visible)
 
 
-register(Experiment("visible-fraction", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "visible-fraction", Config, plan, run, doc=summary(__doc__),
+    paper="intrinsic-entropy", section="Appendix A.3",
+    smoke=Smoke({"tasks": ["vt", "qa_1"], "max_length": 1024, "fractions": [0.25, 0.5, 1.0], "n_samples": 2,
+                 "max_new_tokens": 6}, unmeasured="generation task"),
+    demo=(DemoStep("zoo", {**DEMO_TASK, "tasks": ["qa_1", "fwe"], "max_length": 2 * T,
+                           "fractions": [0.25, 0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
+                   {**DEMO_TASK, "tasks": ["fwe"], "max_length": T, "fractions": [0.5, 1.0], "n_samples": 2,
+                    "max_new_tokens": 4}),),
+))
