@@ -59,13 +59,10 @@ class Step:
 
 def suite() -> list[Step]:
     """Every experiment's declared demo steps, by paper (in ``ctxlens.core.papers`` order) then name."""
-    from ctxlens.core.papers import PAPERS
-    from ctxlens.experiments.registry import experiments
+    from ctxlens.experiments.registry import by_paper
 
-    order = {paper: i for i, paper in enumerate(PAPERS)}
-    declared = sorted(experiments().values(), key=lambda e: (order.get(e.paper, len(order)), e.name))
     return [Step(e.name, d.models, d.full, d.quick, d.controls, d.model_options, d.run or e.name)
-            for e in declared for d in e.demo]
+            for e in by_paper() for d in e.demo]
 
 
 # ------------------------------------------------------------------------------- models

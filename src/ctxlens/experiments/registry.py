@@ -44,3 +44,9 @@ def get_experiment(name: str) -> Experiment:
 
 def experiments() -> dict[str, Experiment]:
     return EXPERIMENTS.as_dict()
+
+
+def by_paper() -> list[Experiment]:
+    """Every experiment, by paper (in ``PAPERS`` order; those citing none last), then by name."""
+    order = {paper: i for i, paper in enumerate(PAPERS)}
+    return sorted(EXPERIMENTS.as_dict().values(), key=lambda e: (order.get(e.paper, len(order)), e.name))
