@@ -234,7 +234,10 @@ def test_rows_without_values_or_a_failing_figure_become_a_warning_and_a_table(tm
     def broken(df, ctx):
         raise ZeroDivisionError("a plotting bug")
 
-    monkeypatch.setitem(plotters(), "token-loss", replace(plotters()["token-loss"], fn=broken))
+    import ctxlens.report.build
+
+    patched = {**plotters(), "token-loss": replace(plotters()["token-loss"], fn=broken)}
+    monkeypatch.setattr(ctxlens.report.build, "plotters", lambda: patched)
     with pytest.raises(ZeroDivisionError):
         build_report(DATA / "token-loss", tmp_path / "r.html", strict=True)
     report = build_report(DATA / "token-loss", tmp_path / "r.html")

@@ -32,8 +32,7 @@ def tasks() -> dict:
     """Every registered task by name."""
     from ctxlens.tasks.base import TASKS
 
-    _load_builtin()
-    return dict(TASKS)
+    return TASKS.as_dict()
 
 
 def get_task(name: str):
