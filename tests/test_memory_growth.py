@@ -26,7 +26,7 @@ The options at each length, and why an experiment is left out, are declared with
 (``Experiment.smoke``). Not measured, by definition (``EXCLUDED``): the generation tasks (prompts
 built by the task engine and decoded by a backend; their memory is the backend's KV cache) and the experiments
 that train small MLPs on sparse parity (no language model, no length to scale). The q/k
-experiments run with ``n_queries`` set: with every query (``n_queries=0``, seed 003's setting)
+experiments run with ``n_queries`` set: with every query (``n_queries=0``, the rope-distance paper's setting)
 they compute each query's logits against every earlier key, L^2 work by definition, whose
 working set ``ctxlens.probes.qk`` caps at ``WORK_BYTES``.
 """

@@ -1,10 +1,10 @@
 """``ctxlens demo``: every experiment on the trained zoo, the papers' findings checked, one report.
 
 The zoo (``ctxlens.zoo.specs``) is six matched byte-level models trained at a 512-byte context,
-the ctxlens-sized version of the matched models of seed 000 ("How much do contextualized
+the ctxlens-sized version of the matched models of the geometry paper ("How much do contextualized
 representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
 that covers every experiment of the four papers on the zoo models that are trained on this
-machine (each experiment on the models it applies to: the RoPE analyses of seed 003 on
+machine (each experiment on the models it applies to: the RoPE analyses of the rope-distance paper on
 ``zoo:rope`` only; ``parity-dimension`` and ``optimal-context`` train their own small models),
 then computes the headline findings (``ctxlens.findings``), writes ``findings.json`` and the
 report, and prints the report's path. A zoo model that is not trained is skipped with a note,

@@ -1,6 +1,6 @@
 """``accs-boundary``: ACCS as the shuffled prefix range grows from its start towards the suffix.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.2, Figure 4, Tables 4-5: the prefix is shuffled from its first token up to a relative right
 boundary b in {0.1, ..., 1.0} (b = 1.0: the whole prefix). A flat ACCS while b is small (only
 distant tokens perturbed) followed by a drop near b = 1 marks a model that relies on local

@@ -1,6 +1,6 @@
 """``accs-layers``: self-similarity, anisotropy and ACCS per layer when the distant prefix is shuffled.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4,
 Figure 1: windows of a text source at a given length; the first ``boundary`` fraction of the
 prefix (by default its distant half) is shuffled with a seed that depends only on the sample,
 so every model sees the same perturbed prefixes; the suffix representations on the residual

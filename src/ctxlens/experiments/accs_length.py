@@ -1,6 +1,6 @@
 """``accs-length``: ACCS vs length on periodic-regularity sequences with the whole prefix shuffled.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.3, Figure 5, Tables 6-7: random token sequences with one ``period_len``-token string repeated
 after every ``stride`` random tokens (``ctxlens.data.periodic``) grow more regular, hence more
 compressible, as they get longer; shuffling the whole prefix destroys that regularity. A model

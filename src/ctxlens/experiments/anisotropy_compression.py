@@ -1,6 +1,6 @@
 """``anisotropy-compression``: anisotropy of suffix representations vs LZMA prefix compression rate.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.1, Figure 3, and Appendix D, Figure 7. Two ways of varying how compressible the prefix is:
 
 - ``perturbation=local-shuffle``: the prefix is cut into consecutive windows of ``window``

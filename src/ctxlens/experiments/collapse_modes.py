@@ -1,6 +1,6 @@
 """``collapse-modes``: mean negative log-probability of every vocabulary entry, by token frequency rank.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Appendix
+The geometry paper ("How much do contextualized representations encode long-range context?"), Appendix
 D, *Two modes of collapse*, Figure 9: for the suffix tokens of a set of prefixes, the model's
 full next-token distribution is averaged (as -log p(v) for every vocabulary entry v) and plotted
 against v's frequency rank in the training data. Anisotropic representations were seen to

@@ -1,6 +1,6 @@
 """``dominant-dimension``: dominant RoPE dimension vs relative distance per head, below and beyond the training length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Sections 4.2.1-4.2.2, Figure 3 and Appendix A.1-A.3: for each query its top-k keys by
 attention score (100 in the paper); for each (query, key) pair the dominant dimension
 (equations 13-15) and the relative distance; dominant dimensions sharing a distance averaged

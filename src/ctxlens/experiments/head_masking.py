@@ -1,6 +1,6 @@
 """``head-masking``: zero the top Positional Heads vs as many random heads; passkey retrieval and perplexity by length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.3.2, Figures 6-9, Appendix A.4: the heads with the strongest distance-dimension
 correlation (detected as in ``positional-heads``, at ``detect_length``, under the unit's
 transform) are masked, their output zeroed before the output projection (``LM.mask_heads``,

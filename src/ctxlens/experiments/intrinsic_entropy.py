@@ -3,7 +3,7 @@
 Last-token features per context length: their PCA eigen-spectrum, intrinsic entropy, intrinsic
 dimension and KDE entropy, and the cross-entropy (CE) fitted linearly against each of them.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 and Figures 1, 3
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 and Figures 1, 3
 (PCA of last-token features over many samples per context length; intrinsic entropy
 S_n = sum of the first n log relative eigenvalues; CE linear in S_n), Appendix J.2 and Figure 15
 (intrinsic dimension at thresholds 0.002 .. 0.25; CE linear in it), Appendix C.2 and Figure 10

@@ -1,6 +1,6 @@
 """``loss-vs-length``: next-token cross-entropy with exactly l tokens visible, and its power-law fit.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 2.2.2 (Eq. 3, Figure 2)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 2.2.2 (Eq. 3, Figure 2)
 and Appendix E (Figure 11): the Bayes risk at context length l is approximated by a trained LM's
 cross-entropy with l visible tokens, and fitted with CE(l) = C0 + C / l^gamma.
 

@@ -1,6 +1,6 @@
 """``niah-depth``: one needle at fixed depths, at and beyond the training length.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
 places a single needle at depths 0-100 % of the haystack at the training length (Table 2) and
 twice it (Table 3). One unit is a (length, depth) batch of ``n_samples`` prompts of ``task``
 (default ``niah_single_2``: word key, number value, essay haystack) with the needle at the

@@ -1,6 +1,6 @@
 """``niah-format``: needle retrieval across haystack, key and value formats at three depths.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 4)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 4)
 compares Essay-Word-Num, Essay-Word-UUID and Repeat-Word-Num needles at depths 0, 50 and 100 %.
 One unit is a (length, haystack, key, value, depth) batch of single-needle prompts; ``repeat``
 is RULER's noise haystack (one sentence group repeated), ``essay`` running prose.

@@ -1,6 +1,6 @@
 """``optimal-context``: optimal context length vs training-set size, on sparse parity.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 3 (Eq. 5-6, Figure 4)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 3 (Eq. 5-6, Figure 4)
 and Appendix F (Figure 12). With a finite training set of ``D`` samples the validation loss at
 context length ``l`` is a Bayes risk that falls with ``l`` plus an approximation loss that grows
 with ``l`` and falls with ``D``; so for each ``D`` there is an optimal ``l``, and it grows with
@@ -77,7 +77,7 @@ class Config:
     n_bits: int = 20
     tasks_per_bit: int = 1
     first_max_bit: int = 2
-    alpha: float = 1.15  # the law fitted to seed 001's Table 1
+    alpha: float = 1.15  # the law fitted to the intrinsic-entropy paper's Table 1
     # model and training
     hidden: int = 64  # MLP width and feature size / transformer width
     batch: int = 128

@@ -1,6 +1,6 @@
 """``parity-dimension``: PCA dimension of a sparse-parity MLP's context feature vs visible subtasks, and CE vs it.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Appendix J.3 (Figures 16, 17)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Appendix J.3 (Figures 16, 17)
 with the data of Section 4.2 / Appendix C.4. A context MLP reads the visible bits, a head reads
 its feature and the task (``ctxlens.zoo.parity_mlp.ParityMLP``); the best the encoder can do is
 write the answer of every subtask it can see into the feature, one direction each. So the PCA

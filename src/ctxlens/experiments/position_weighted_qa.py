@@ -1,6 +1,6 @@
 """``position-weighted-qa``: document QA whose golden paragraph sits near the end with weight gamma.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures 8-9):
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures 8-9):
 samples of qa_1 are built at a maximum length L with the golden paragraph's distance x to the
 end of the input drawn with P(x) ∝ (1 - x/L)^gamma (gamma = 0 is RULER's uniform placement,
 larger gamma keeps it closer to the question); the model sees only the last ``ctl`` tokens, and

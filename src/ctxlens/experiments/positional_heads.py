@@ -1,6 +1,6 @@
 """``positional-heads``: heads ranked by their distance-dimension correlation; the top 5% / 10% are Positional Heads.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.3.1 and Appendix A.3: Spearman's rho between relative distance and dominant
 dimension (Section 4.2.1, see ``dominant-dimension``) ranks every attention head; the paper
 reads |rho| as the strength of the correlation (``rank_by=abs``; ``positive`` / ``negative``

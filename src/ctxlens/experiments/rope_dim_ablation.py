@@ -1,6 +1,6 @@
 """``rope-dim-ablation``: zero chosen RoPE frequency pairs in q and k; loss and attention change around the training length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.2.3, Figure 4: removing dimensions of the rotary encoding changes little within
 the pre-training length and removes the abrupt change beyond it. An ablation names pairs:
 ``high:K`` the K highest pair indices (lowest frequencies, the paper's "higher dimensions"),

@@ -1,6 +1,6 @@
 """``rope-dims``: how often each RoPE frequency pair is among the top-k contributors, per layer and head.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.1, Figure 1: for sampled query-key pairs (query at m, key at n <= m, uniform over
 such pairs) of every input, layer and head, the per-pair contributions to the logit
 (Section 3) and the top 5 pairs; the rows give each pair's count and share of the top-k slots

@@ -1,6 +1,6 @@
 """``rope-theta-sweep``: suffix perplexity, needle retrieval and last-layer ACCS per RoPE base theta.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4,
 Figure 2, Table 8: the same trained weights are run under many RoPE bases theta, without
 retraining, and three views are compared per theta: suffix perplexity (intrinsic), single-needle
 retrieval accuracy at several lengths (extrinsic; the paper uses RULER S-NIAH), and ACCS of the

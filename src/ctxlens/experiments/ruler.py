@@ -1,6 +1,6 @@
 """``ruler``: the 13 RULER tasks at several lengths, one scored row per sample.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 1 and
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 1 and
 Appendix B Tables 6-18) evaluates every model on RULER's tasks at 1K-16K. One unit is a (task,
 length) batch of ``n_samples`` fitted prompts (``ctxlens.tasks``), decoded greedily and scored
 with RULER's metric. A (task, length) whose prompt cannot fit gets one row with a ``flag``.

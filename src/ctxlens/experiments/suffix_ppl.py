@@ -1,6 +1,6 @@
 """``suffix-ppl``: perplexity of the last N tokens given a long prefix, at several lengths.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 4 (suffix perplexity, the intrinsic metric of Figure 2 and Table 8) and Appendix C (Table 3,
 "token suffix ppl"): like sliding-window evaluation, only the last ``suffix_len`` tokens of each
 window are scored, each given everything before it. The scored suffix tokens are the same at

@@ -2,7 +2,7 @@
 
 The core's smoke analysis: one forward per (length, sample) window through the chunked loss
 (``LM.token_losses``), one row per window. It checks that a model, a source and the run
-directory work end to end; the paper-grade loss-vs-visible-context curve (seed 001, Section
+directory work end to end; the paper-grade loss-vs-visible-context curve (the intrinsic-entropy paper, Section
 2.2.2) is the ``loss-vs-length`` experiment.
 """
 

@@ -1,6 +1,6 @@
 """``visible-fraction``: accuracy when the model sees only the last part of a long task prompt.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1
 and A.3-2) builds qa_1, fwe, cwe and vt samples at a maximum length M and lets the model see
 only the closest ``ctl`` tokens; accuracy first rises with ctl and, for most tasks, falls again,
 so an optimal context length exists. One unit is a (task, fraction) batch: the prompts fitted to

@@ -6,7 +6,7 @@ projection, and the RoPE pair layout. ``ctxlens.families()`` lists them with the
 supports. Adding a family is adding one ``Family(...)`` entry (and a tiny config in
 ``ctxlens.lm.tiny`` to test it).
 
-Residual-after-mixer modes (``resid``), the quantity seed 000 (Section 3) measures:
+Residual-after-mixer modes (``resid``), the quantity the geometry paper (Section 3) measures:
 
 - ``"pre:SUB"``  the input of submodule SUB of the layer (its pre-MLP norm, or the MLP itself
   when there is no pre-norm): in these blocks that input *is* layer input + mixer output.

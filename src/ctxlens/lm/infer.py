@@ -12,7 +12,7 @@ A ``model_type`` with no hand-written ``Family`` (``ctxlens.lm.families``) gets 
    - token losses: the chunked loss from the base model's final hidden states (with the
      logit post-processing found among the config's soft-cap / scale fields) equals the
      cross-entropy of the model's own logits;
-   - residual after the mixer (seed 000, Section 3): the read point is the candidate that
+   - residual after the mixer (the geometry paper, Section 3): the read point is the candidate that
      equals the block output when that block's MLP branch outputs zero;
    - q/k: every attention module hands its post-RoPE q and k to ctxlens' registered
      attention function, with the configured head counts;

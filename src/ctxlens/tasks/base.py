@@ -1,6 +1,6 @@
 """What a task is, what a sample holds, and the task registry (with typo suggestions).
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1 and
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1 and
 6-18) scores models on the 13 RULER tasks. Each task here is a generator (``build``: one sample
 from a ``Setup``) plus RULER's generation budget and metric (``all``: fraction of references
 found; ``part``: any reference found). ``Setup`` carries what every sample of one batch shares:
