@@ -114,3 +114,34 @@ def test_experiments_lists_every_experiment_with_its_paper(capsys):
     assert set(listed) == set(experiments())
     assert listed["accs-layers"] == "geometry" and listed["ruler"] == "long-sequence"
     assert listed["token-loss"] == "-"
+
+
+# ------------------------------------------------------------------------------- declarations
+@pytest.mark.parametrize("change,message", [
+    ({"paper": "geometri"}, "Did you mean 'geometry'"),
+    ({"smoke": Smoke({})}, "neither smoke.at_length nor why"),
+    ({"demo": (DemoStep("zooo", {}),)}, "demo step on models 'zooo'"),
+    ({"demo": (DemoStep("own", {}),)}, "demo step on models 'own'"),  # it loads a model
+])
+def test_a_declaration_that_cannot_be_read_is_refused_at_registration(change, message):
+    from dataclasses import replace
+
+    from ctxlens.experiments.registry import EXPERIMENTS, register
+
+    bad = replace(_declared(), **{"name": "toy-refused", "demo": (DemoStep("zoo", {}),), **change})
+    with pytest.raises(CtxlensError, match=message):
+        register(bad)
+    assert "toy-refused" not in EXPERIMENTS
+
+
+def test_an_experiment_is_what_registers_not_a_file_name():
+    """Every module of ``ctxlens.experiments`` is imported; those that register are the experiments."""
+    import pkgutil
+
+    import ctxlens.experiments as package
+    from ctxlens.experiments.registry import experiments
+
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    declared = experiments()
+    assert {e.run.__module__.rsplit(".", 1)[1] for e in declared.values()} <= modules
+    assert len(declared) == 22 and {"base", "registry", "catalog"} <= modules  # helpers register nothing

@@ -65,6 +65,9 @@ class DemoStep:
 
 @dataclass(frozen=True)
 class Experiment:
+    """An experiment's declaration: its procedure (``Config``, ``plan``, ``run``) and everything
+    the registry's readers need (paper, smoke options, demo steps); see the module docstring."""
+
     name: str
     Config: type
     plan: Callable[[typing.Any], list[dict]]

@@ -35,6 +35,10 @@ def register(experiment: Experiment) -> Experiment:
     if experiment.smoke.at_length is None and not experiment.smoke.unmeasured:
         raise CtxlensError(f"Experiment {experiment.name!r} declares neither smoke.at_length nor why it has none; "
                            "give one of them.")
+    for step in experiment.demo:
+        if step.models not in ("zoo", "rope", "own") or (step.models == "own") == experiment.loads_model:
+            raise CtxlensError(f"Experiment {experiment.name!r} has a demo step on models {step.models!r}; use 'zoo' "
+                               "or 'rope' for one that loads a model, 'own' for one that trains its own.")
     return EXPERIMENTS.add(experiment.name, experiment)
 
 
