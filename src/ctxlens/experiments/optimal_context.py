@@ -77,7 +77,7 @@ class Config:
     n_bits: int = 20
     tasks_per_bit: int = 1
     first_max_bit: int = 2
-    alpha: float = 1.15  # the law fitted to the intrinsic-entropy paper's Table 1
+    alpha: float = 1.15  # the law fitted to seed 001's Table 1
     # model and training
     hidden: int = 64  # MLP width and feature size / transformer width
     batch: int = 128
