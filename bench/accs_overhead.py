@@ -1,6 +1,6 @@
 """accs-layers wall time over the bare forward time of the same original and perturbed sequences.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4:
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4:
 ACCS per layer needs one forward of every original and one of every perturbed sequence; the
 rest (seeded shuffles, suffix-only captures of every layer, streaming float64 accumulators) should
 cost little on top. Measured in one process: ``accs-layers``' ``run`` for one length (windows

@@ -1,6 +1,6 @@
 """Exact anisotropy in O(n d) vs the paper's estimate from sampled pairs, in one run.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 3
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 3
 estimates anisotropy (the mean pairwise cosine) from 500M sampled token pairs. ctxlens computes
 it exactly over all n (n - 1) ordered pairs with the closed form (|sum u|^2 - n) / (n (n - 1)),
 streaming batches through ``AnisotropyAccumulator``. This script times both on the same

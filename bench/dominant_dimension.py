@@ -1,6 +1,6 @@
 """dominant-dimension cost: wall time and peak memory against a bare forward and a naive baseline.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.2.1: top-k keys of every query, per layer and head. Ours (``ctxlens.experiments.
 _dominant.accumulate``) computes logit rows from captured q/k in chunks of queries inside
 one forward: target memory = the forward's plus a bounded working set (``_qk.WORK_BYTES``)

@@ -3,8 +3,8 @@
 Issue 9, part 4. Targets (representation and loss experiments): wall time at most 1.15x the bare
 forward on a CPU and 1.10x on a GPU; peak memory at most 1.2x. The experiments implement seed
 000 (ACCS, anisotropy, suffix perplexity, collapse modes: "How much do contextualized
-representations encode long-range context?"), seed 001 (loss vs visible length, intrinsic
-entropy: "Intrinsic Entropy of Context Length Scaling in LLMs") and seed 003 (RoPE dimensions,
+representations encode long-range context?"), the intrinsic-entropy paper (loss vs visible length, intrinsic
+entropy: "Intrinsic Entropy of Context Length Scaling in LLMs") and the rope-distance paper (RoPE dimensions,
 dominant dimension, positional heads: "On the token distance modeling ability of higher RoPE
 attention dimension").
 

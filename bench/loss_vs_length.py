@@ -1,5 +1,5 @@
 """loss-vs-length cost: wall time over a bare forward of the same windows, and peak memory against
-the naive full-logits computation at a 128K vocabulary (seed 001, Section 2.2.2 / Figure 2).
+the naive full-logits computation at a 128K vocabulary (the intrinsic-entropy paper, Section 2.2.2 / Figure 2).
 
 Time: every measure unit of ``loss-vs-length`` (fresh cache) against the base model's forward of
 exactly the windows it scores, in the same batches, with no LM head (target <= 1.10). Memory: one

@@ -1,6 +1,6 @@
 """Task generation speed and exact-length fill: ctxlens's fitter vs a RULER-style fit, same run.
 
-Seed 002's RULER tasks are sized by repeated re-tokenisation (RULER's generators binary-search
+The long-sequence paper's RULER tasks are sized by repeated re-tokenisation (RULER's generators binary-search
 the haystack size with a full tokenisation per step, then tokenise every sample again and step
 down while it is too long). This script times ``ctxlens.tasks.generate`` (incremental piece
 counting, exact fit) against a re-implementation of that RULER procedure on the same tokenizer:

@@ -23,9 +23,23 @@ ROPE = {"rope": "zoo:rope"}
 
 # ------------------------------------------------------------------------------- the demo
 def test_suites_cover_every_experiment():
+    """The suite is read from the declarations; each must give a full and a quick step, into its own run directory."""
     names = set(experiments())
-    assert {s.experiment for s in demo.SUITE} == names
-    assert {s.experiment for s in demo.SUITE if s.quick is not None} == names
+    suite = demo.suite()
+    assert {s.experiment for s in suite} == names
+    assert {s.experiment for s in suite if s.quick is not None} == names
+    assert len({s.run_name for s in suite}) == len(suite)  # no two steps write one directory
+    assert {s.run_name for s in suite} >= names  # each experiment's main step is named after it
+    trains_own = {n for n, e in experiments().items() if not e.loads_model}
+    assert {s.experiment for s in suite if s.models == "own"} == trains_own
+    assert all(set(s.controls) <= set(demo.ZOO_NAMES) for s in suite)
+
+
+def test_demo_length_is_the_zoo_training_length():
+    from ctxlens.experiments.base import ZOO_LENGTH
+    from ctxlens.zoo.specs import RECIPE
+
+    assert demo.TRAIN_LENGTH == ZOO_LENGTH == RECIPE.seq_len
 
 
 def test_quick_demo_writes_rows_findings_and_report(tmp_path, monkeypatch, capsys):
@@ -42,7 +56,7 @@ def test_quick_demo_writes_rows_findings_and_report(tmp_path, monkeypatch, capsy
     assert Path(printed.strip().splitlines()[-1]) == out / "report.html"
     for name in missing:
         assert f"zoo:{name} is not trained; `ctxlens zoo train {name}`" in printed
-    for step in (s for s in demo.SUITE if s.quick is not None):
+    for step in (s for s in demo.suite() if s.quick is not None):
         names = demo._names(step, used)
         if step.models != "own" and not names:
             assert f"{step.run_name}" in printed and "skipped" in printed

@@ -22,10 +22,11 @@ attention that returns every L x L attention matrix grows about 16x (so quadrati
 seen), and capturing the residual stream at every position of every layer grows with the layer
 count (so layers x L x d growth is seen).
 
-Not measured, by definition (``EXCLUDED``): the generation tasks (prompts built by the task
-engine and decoded by a backend; their memory is the backend's KV cache) and the experiments
+The options at each length, and why an experiment is left out, are declared with the experiment
+(``Experiment.smoke``). Not measured, by definition (``EXCLUDED``): the generation tasks (prompts
+built by the task engine and decoded by a backend; their memory is the backend's KV cache) and the experiments
 that train small MLPs on sparse parity (no language model, no length to scale). The q/k
-experiments run with ``n_queries`` set: with every query (``n_queries=0``, seed 003's setting)
+experiments run with ``n_queries`` set: with every query (``n_queries=0``, the rope-distance paper's setting)
 they compute each query's logits against every earlier key, L^2 work by definition, whose
 working set ``ctxlens.probes.qk`` caps at ``WORK_BYTES``.
 """
@@ -41,44 +42,13 @@ SHORT, LONG = 256, 1024
 SLACK = 1.25
 
 
-def _seq(n: int = 2) -> dict:
-    return {"source": "random", "n_sequences": n, "batch_size": n, "suffix_len": 32}
-
-
-# experiment -> options at length L (tiny sizes: the point is how memory scales, not the figures)
-MEASURED = {
-    "token-loss": lambda L: {"source": "random", "lengths": [L], "n_samples": 1},
-    "suffix-ppl": lambda L: {**_seq(), "lengths": [L]},
-    "loss-vs-length": lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 1, "n_scored": 2},
-    "collapse-modes": lambda L: {**_seq(), "length": L, "long_length": L, "conditions": ["base", "shuffled"],
-                                 "frequency_source": "random", "frequency_tokens": 2048, "rank_bins": 8},
-    "intrinsic-entropy": lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 4, "entropy_n": [2],
-                                    "thresholds": [0.05], "kde_samples": 4},
-    "rope-theta-sweep": lambda L: {**_seq(), "thetas": [50000.0], "ppl_lengths": [L], "accs_lengths": [L],
-                                   "needle_lengths": []},
-    "accs-layers": lambda L: {**_seq(), "lengths": [L], "layers": None},
-    "accs-boundary": lambda L: {**_seq(), "lengths": [L], "boundaries": [0.5, 1.0]},
-    "accs-length": lambda L: {**_seq(), "lengths": [L]},
-    "anisotropy-compression": lambda L: {**_seq(2), "lengths": [L], "windows": [16, 0], "n_bins": 2,
-                                         "layers": None},
-    "rope-dims": lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_pairs": 500},
-    "dominant-dimension": lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64},
-    "positional-heads": lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64},
-    "rope-dim-ablation": lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "ablations": ["high:25%"],
-                                    "n_queries": 64},
-    "head-masking": lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "tasks": ["perplexity"],
-                               "fractions": [0.25], "n_draws": 1, "detect_length": L, "detect_samples": 1,
-                               "n_queries": 64},
-}
+# experiment -> options at length L, from its declaration (``Experiment.smoke.at_length``: tiny
+# sizes, the point is how memory scales, not the figures); the rest say why they are not measured
+DECLARED = experiments()
+MEASURED = {name: e.smoke.at_length for name, e in DECLARED.items() if e.smoke.at_length is not None}
+EXCLUDED = {name: e.smoke.unmeasured for name, e in DECLARED.items() if e.smoke.at_length is None}
 # experiments whose options capture every layer, run again at 2 and 8 layers
-ALL_LAYERS = ["accs-layers", "anisotropy-compression"]
-
-EXCLUDED = {
-    "ruler": "generation task", "niah-depth": "generation task", "niah-format": "generation task",
-    "visible-fraction": "generation task", "position-weighted-qa": "generation task",
-    "parity-dimension": "trains an MLP on sparse parity; no language model",
-    "optimal-context": "trains MLPs on sparse parity; no language model",
-}
+ALL_LAYERS = sorted(name for name, e in DECLARED.items() if e.smoke.every_layer)
 
 
 def peak_bytes(fn) -> int:
@@ -129,9 +99,12 @@ def lm():
 
 
 def test_every_experiment_is_measured_or_excluded_with_a_reason():
-    names = set(experiments())
-    assert not set(MEASURED) & set(EXCLUDED)
-    assert names <= set(MEASURED) | set(EXCLUDED), sorted(names - set(MEASURED) - set(EXCLUDED))
+    assert set(MEASURED) | set(EXCLUDED) == set(DECLARED) and all(EXCLUDED.values())
+    # an experiment whose model family must support an analysis runs that analysis over token
+    # windows: it cannot be left out; the excluded ones generate text or train their own MLPs
+    assert {name for name, e in DECLARED.items() if e.needs} <= set(MEASURED)
+    assert {name for name, e in DECLARED.items() if not e.loads_model} <= set(EXCLUDED)
+    assert len(ALL_LAYERS) >= 2
 
 
 def test_the_measure_sees_linear_and_quadratic_growth(lm):

@@ -29,7 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("run", help="run an experiment into a run directory (resumable)")
+    r = sub.add_parser("run", help="run an experiment into a run directory (resumable)", add_help=False)
+    r.add_argument("-h", "--help", action="store_true", help="show this help and, with EXPERIMENT, its options")
+    r.set_defaults(run_help=r.format_help)
     r.add_argument("experiment", nargs="?", help="experiment name (see `ctxlens experiments`)")
     r.add_argument("--model", action="append", default=None, help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME; repeatable")
     r.add_argument("--out", help="run directory")
@@ -54,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="check every decoder type of transformers' causal-LM mapping on a tiny random model")
     m.add_argument("--types", help="with --all: comma-separated model types to check (default: all in scope)")
     m.add_argument("--json", help="with --all: also write the full result (every check's reason) to this JSON file")
-    sub.add_parser("experiments", help="list experiments")
+    e = sub.add_parser("experiments", help="list experiments")
+    e.add_argument("--markdown", action="store_true", help="print the README's experiments table")
     rp = sub.add_parser("report", help="write an offline HTML report (figures + tables) of one or more runs")
     rp.add_argument("runs", nargs="+", help="run directories (or folders of them)")
     rp.add_argument("--out", default="report.html", help="HTML file; figures go to <name>-figures/ beside it")
@@ -149,6 +152,8 @@ def _cmd_run(args, extra: list[str]) -> int:
 
     cfg = _read_yaml(args.config) if args.config else {}
     experiment = args.experiment or cfg.get("experiment")
+    if args.help:
+        return _run_help(args, experiment)
     if not experiment:
         raise CtxlensError("No experiment named; give one, e.g. `ctxlens run token-loss --model zoo:random-llama --out runs/x`.")
     models = args.model or cfg.get("models") or ([cfg["model"]] if cfg.get("model") else [])
@@ -205,11 +210,29 @@ def _cmd_models(args) -> int:
     return 0
 
 
-def _cmd_experiments() -> int:
-    from ctxlens.experiments.registry import experiments
+def _run_help(args, experiment: str | None) -> int:
+    """``ctxlens run [EXPERIMENT] --help``: the run command's flags, then the experiment's options."""
+    from ctxlens.experiments.catalog import options_help
+    from ctxlens.experiments.registry import get_experiment
 
+    declared = get_experiment(experiment) if experiment else None  # a typo fails before any help is printed
+    print(args.run_help())
+    if declared:
+        print(options_help(declared))
+    else:
+        print("`ctxlens run EXPERIMENT --help` lists that experiment's options; `ctxlens experiments` lists them.")
+    return 0
+
+
+def _cmd_experiments(args) -> int:
+    from ctxlens.experiments import catalog
+    from ctxlens.experiments.registry import by_paper
+
+    if args.markdown:
+        print(catalog.markdown())
+        return 0
     rows = [{"experiment": e.name, "needs": ",".join(e.needs) or ("-" if e.loads_model else "own models"),
-             "what": e.doc.split(": ", 1)[-1] if e.doc.startswith("``") else e.doc} for e in experiments().values()]
+             "paper": e.paper or "-", "what": e.doc} for e in by_paper()]
     print(_table(rows))
     return 0
 
@@ -264,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "models":
             return _cmd_models(args)
         if args.command == "experiments":
-            return _cmd_experiments()
+            return _cmd_experiments(args)
         if args.command == "zoo":
             return _cmd_zoo(args)
         if args.command == "tasks":

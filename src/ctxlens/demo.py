@@ -1,13 +1,14 @@
 """``ctxlens demo``: every experiment on the trained zoo, the papers' findings checked, one report.
 
 The zoo (``ctxlens.zoo.specs``) is six matched byte-level models trained at a 512-byte context,
-the ctxlens-sized version of the matched models of seed 000 ("How much do contextualized
+the ctxlens-sized version of the matched models of the geometry paper ("How much do contextualized
 representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
 that covers every experiment of the four papers on the zoo models that are trained on this
-machine (each experiment on the models it applies to: the RoPE analyses of seed 003 on
-``zoo:rope`` only; ``parity-dimension`` and ``optimal-context`` train their own small models),
-then computes the headline findings (``ctxlens.findings``), writes ``findings.json`` and the
-report, and prints the report's path. A zoo model that is not trained is skipped with a note,
+machine (each experiment on the models it applies to: the RoPE analyses of the rope-distance paper on
+``zoo:rope`` only; ``parity-dimension`` and ``optimal-context`` train their own small models;
+each experiment declares its steps, ``Experiment.demo``, and ``suite()`` reads them), then
+computes the headline findings (``ctxlens.findings``), writes ``findings.json`` and the report,
+and prints the report's path. A zoo model that is not trained is skipped with a note,
 and the findings that need it are marked "not measured".
 
     ctxlens demo [--out DIR] [--quick]
@@ -33,119 +34,36 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from ctxlens.zoo.specs import RECIPE
+from ctxlens.experiments.base import ZOO_LENGTH, DemoStep
 
 ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")
 QUICK_NAMES = ("rope", "mamba2")  # the quick suite's models: one attention, one recurrent
-TRAIN_LENGTH = RECIPE.seq_len  # the zoo's training context: 512 bytes
-T = TRAIN_LENGTH
+TRAIN_LENGTH = ZOO_LENGTH  # the zoo's training context: 512 bytes
 
 
 @dataclass(frozen=True)
 class Step:
-    """One experiment of the suite, run into ``DIR/NAME`` (``name`` defaults to the experiment).
-
-    ``models``: ``"zoo"`` every available zoo model, ``"rope"`` the RoPE model only, ``"own"``
-    none (the experiment trains its own). ``quick``: the options of the quick suite (``None``:
-    left out of it). ``controls``: the zoo names whose untrained copies the full suite runs it on
-    too (those a finding's control needs)."""
+    """One run of the suite: an experiment's declared ``DemoStep`` (see ``ctxlens.experiments.base``),
+    run into ``DIR/run_name``."""
 
     experiment: str
-    models: str
+    models: str  # "zoo", "rope" or "own"
     full: dict
-    quick: dict | None = None
-    controls: tuple[str, ...] = ()
-    model_options: dict = field(default_factory=dict)
-    name: str = ""
-
-    @property
-    def run_name(self) -> str:
-        return self.name or self.experiment
+    quick: dict | None  # None: left out of the quick suite
+    controls: tuple[str, ...]
+    model_options: dict
+    run_name: str
 
 
-_GEOMETRY = {"source": "builtin:test", "suffix_len": 32, "batch_size": 8}
-_TASK = {"batch_size": 8}
-_ROPE = {"source": "builtin:test", "train_length": T}
-_EXTRAPOLATE = {"allow_extrapolation": True}
-_BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # b_min, 0.5 and 1.0 are what the plateau criterion reads
+def suite() -> list[Step]:
+    """Every experiment's declared demo steps, by paper (in ``ctxlens.core.papers`` order) then name."""
+    from ctxlens.experiments.registry import by_paper
 
-SUITE: list[Step] = [
-    # seed 000: representation geometry
-    Step("accs-layers", "zoo", {**_GEOMETRY, "lengths": [T], "n_sequences": 16},
-         {**_GEOMETRY, "lengths": [T], "n_sequences": 4}, controls=("rope",)),
-    Step("accs-boundary", "zoo", {**_GEOMETRY, "lengths": [T], "n_sequences": 8, "boundaries": _BOUNDARIES},
-         {**_GEOMETRY, "lengths": [T], "n_sequences": 4, "boundaries": [0.1, 0.5, 1.0]},
-         controls=("alibi", "mamba2", "mlstm", "griffin", "hybrid")),
-    Step("accs-boundary", "rope", {**_GEOMETRY, "lengths": [4 * T], "n_sequences": 4, "boundaries": _BOUNDARIES},
-         None, controls=("rope",), model_options=_EXTRAPOLATE, name="accs-boundary-beyond-training"),
-    Step("accs-length", "zoo", {**_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2},
-         {**_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2}, model_options=_EXTRAPOLATE),
-    Step("anisotropy-compression", "zoo", {**_GEOMETRY, "lengths": [T], "n_sequences": 8, "windows": [1, 0],
-                                           "n_bins": 2},
-         {**_GEOMETRY, "lengths": [T], "n_sequences": 4, "windows": [1, 0], "n_bins": 2}),
-    Step("suffix-ppl", "zoo", {**_GEOMETRY, "lengths": [T // 4, T, 2 * T], "n_sequences": 4},
-         {**_GEOMETRY, "lengths": [T // 4, T], "n_sequences": 2}, model_options=_EXTRAPOLATE),
-    Step("collapse-modes", "zoo", {**_GEOMETRY, "length": T, "long_length": 2 * T, "n_sequences": 4,
-                                   "frequency_tokens": 100_000, "rank_bins": 32},
-         {**_GEOMETRY, "length": T, "long_length": 2 * T, "n_sequences": 2, "frequency_tokens": 20_000,
-          "rank_bins": 16}, model_options=_EXTRAPOLATE),
-    Step("rope-theta-sweep", "rope", {**_GEOMETRY, "thetas": [2500.0, 1e4, 4e4, 1.6e5], "ppl_lengths": [T, 2 * T],
-                                      "accs_lengths": [2 * T], "needle_lengths": [T // 2, T, 2 * T],
-                                      "n_sequences": 4, "n_needles": 8},
-         {**_GEOMETRY, "thetas": [1e4, 1e5], "ppl_lengths": [T], "accs_lengths": [T], "needle_lengths": [T],
-          "n_sequences": 2, "n_needles": 2}, model_options=_EXTRAPOLATE),
-    # seed 001: intrinsic entropy, context-length scaling, sparse parity
-    Step("loss-vs-length", "zoo", {"source": "builtin:test", "lengths": [4, 16, 64, 256], "n_samples": 4,
-                                   "n_scored": 4},
-         {"source": "builtin:test", "lengths": [4, 64, T], "n_samples": 2, "n_scored": 4}),
-    Step("intrinsic-entropy", "zoo", {"source": "builtin:test", "lengths": [16, 32, 64, 128, 256, T],
-                                      "n_samples": 96, "entropy_n": [8, 16, 32], "kde_samples": 96},
-         {"source": "builtin:test", "lengths": [16, 64, T], "n_samples": 24, "entropy_n": [8, 16],
-          "kde_samples": 24}),
-    Step("parity-dimension", "own", {}, {"steps": 1500}),
-    Step("optimal-context", "own", {"grid": "reduced", "threads": 1},
-         {"sizes": [200, 800], "lengths": [3, 6, 20], "max_epochs": 2, "val_size": 200, "threads": 1}),
-    Step("visible-fraction", "zoo", {**_TASK, "tasks": ["qa_1", "fwe"], "max_length": 2 * T,
-                                     "fractions": [0.25, 0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
-         {**_TASK, "tasks": ["fwe"], "max_length": T, "fractions": [0.5, 1.0], "n_samples": 2,
-          "max_new_tokens": 4}),
-    Step("position-weighted-qa", "zoo", {**_TASK, "max_length": 2 * T, "gammas": [0.0, 2.0],
-                                         "fractions": [0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
-         {**_TASK, "max_length": 2 * T, "gammas": [0.0], "fractions": [1.0], "n_samples": 2, "max_new_tokens": 4}),
-    # seed 002: RULER, needle depth and format
-    Step("ruler", "zoo", {**_TASK, "tasks": ["niah_single_1", "niah_single_2", "fwe"],
-                          "lengths": [T, 2 * T], "n_samples": 2, "max_new_tokens": 24},
-         {**_TASK, "tasks": ["niah_single_1", "fwe"], "lengths": [T], "n_samples": 2, "max_new_tokens": 4}),
-    # the zoo retrieves nothing in RULER's wording, so the depth sweep asks in the corpus's (niah_corpus)
-    Step("niah-depth", "zoo", {**_TASK, "task": "niah_corpus", "lengths": [T, 2 * T], "depths": [0.0, 50.0, 100.0],
-                               "n_samples": 48, "max_new_tokens": 6},
-         {**_TASK, "task": "niah_corpus", "lengths": [T, 2 * T], "depths": [0.0, 50.0, 100.0], "n_samples": 2,
-          "max_new_tokens": 6}),
-    Step("niah-format", "zoo", {**_TASK, "lengths": [T], "haystacks": ["essay", "repeat"], "values": ["numbers"],
-                                "n_samples": 2, "max_new_tokens": 10},
-         {**_TASK, "lengths": [T], "haystacks": ["repeat"], "values": ["numbers"], "depths": [50.0],
-          "n_samples": 2, "max_new_tokens": 4}),
-    # seed 003: RoPE dimensions and positional heads
-    Step("rope-dims", "rope", {**_ROPE, "lengths": [T], "n_samples": 2, "n_pairs": 500},
-         {**_ROPE, "lengths": [T], "n_samples": 1, "n_pairs": 100}),
-    Step("dominant-dimension", "rope", {**_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 64},
-         {**_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16}, model_options=_EXTRAPOLATE),
-    Step("positional-heads", "rope", {**_ROPE, "lengths": [T], "n_samples": 8, "n_queries": 128},
-         {**_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 32}),
-    Step("head-masking", "rope", {**_ROPE, "lengths": [T, 2 * T], "tasks": ["passkey", "perplexity"],
-                                  "detect_length": T, "detect_samples": 8, "n_queries": 128, "n_draws": 5,
-                                  "n_passkey": 4},
-         {**_ROPE, "lengths": [T], "tasks": ["passkey"], "detect_length": T, "detect_samples": 1, "n_draws": 2,
-          "n_passkey": 2, "n_queries": 32}, model_options=_EXTRAPOLATE),
-    Step("rope-dim-ablation", "rope", {**_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 32},
-         {**_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16, "measures": ["loss", "attention"]},
-         model_options=_EXTRAPOLATE),
-    Step("token-loss", "zoo", {"source": "builtin:test", "lengths": [T], "n_samples": 2},
-         {"source": "builtin:test", "lengths": [T], "n_samples": 1}),
-]
+    return [Step(e.name, d.models, d.full, d.quick, d.controls, d.model_options, d.run or e.name)
+            for e in by_paper() for d in e.demo]
 
 
 # ------------------------------------------------------------------------------- models
@@ -203,13 +121,13 @@ def run_models(experiment: str, specs: list[str], path: Path, options: dict, mod
 
 
 def run_suite(out: Path, models: dict[str, str], quick: bool, controls: dict[str, str] | None = None,
-              suite: list[Step] = SUITE) -> list[dict]:
+              steps: list[Step] | None = None) -> list[dict]:
     """Run every step of ``suite`` that has its models into ``out/NAME`` (and the control steps on
     the untrained copies, ``controls``: {zoo name: spec}, into ``out/controls``); print one line
     per step and return one record per step (seconds, and the models that failed or why it was
     skipped)."""
     log = []
-    steps = [s for s in suite if not quick or s.quick is not None]
+    steps = [s for s in steps or suite() if not quick or s.quick is not None]
     for i, step in enumerate(steps, start=1):
         options = step.quick if quick else step.full
         names = _names(step, models)
@@ -262,7 +180,7 @@ def demo(out: str | Path = "ctxlens-demo", quick: bool = False, models: dict[str
     if quick:
         models = _quick_models(models)
         print(f"quick suite on {', '.join(models) or 'no zoo model'}: fewer samples, no untrained controls")
-    wanted = {n for s in SUITE for n in s.controls}
+    wanted = {n for s in suite() for n in s.controls}
     controls = {} if quick else {n: untrained_copy(n, out / "untrained") for n in models if n in wanted}
     log = run_suite(out, models, quick, controls)
     runs = [p for p in (out, out / "controls") if p.is_dir() and any(is_run_dir(c) for c in p.iterdir())]

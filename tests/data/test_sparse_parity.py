@@ -1,4 +1,4 @@
-"""Position-weighted multitask sparse parity (seed 001, Section 4.2, Appendix C.4, Table 1)."""
+"""Position-weighted multitask sparse parity (the intrinsic-entropy paper, Section 4.2, Appendix C.4, Table 1)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sparse_parity import MASK, ONE, TASK0, ZERO, SparseParity
 
-# Seed 001, Appendix C.4, Table 1: context length -> "Minimum CE Loss Calculated" (nats).
+# The intrinsic-entropy paper, Appendix C.4, Table 1: context length -> "Minimum CE Loss Calculated" (nats).
 TABLE1 = {17: 0.4643, 20: 0.3988, 23: 0.3437, 25: 0.3116, 28: 0.2686, 30: 0.2429, 35: 0.1864, 40: 0.1387, 50: 0.0612}
 
 

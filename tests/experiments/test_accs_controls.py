@@ -101,7 +101,7 @@ def test_equal_count_bins_and_rank_edges():
 
 
 # --------------------------------------------------------------------------------------
-# Finding criteria against the paper's own numbers (seed 000, Table 4, ACCS column)
+# Finding criteria against the paper's own numbers (the geometry paper, Table 4, ACCS column)
 # --------------------------------------------------------------------------------------
 
 TABLE4 = {  # relative right boundary 0.1 .. 1.0

@@ -1,4 +1,4 @@
-"""The seed 000 experiments on tiny models: structure-based truths, brute force, tidy rows."""
+"""The geometry paper experiments on tiny models: structure-based truths, brute force, tidy rows."""
 
 import collections
 import math

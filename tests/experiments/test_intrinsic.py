@@ -1,4 +1,4 @@
-"""``intrinsic-entropy`` and ``parity-dimension`` (seed 001, Section 2.2.2, Appendices C.2, J.2,
+"""``intrinsic-entropy`` and ``parity-dimension`` (the intrinsic-entropy paper, Section 2.2.2, Appendices C.2, J.2,
 J.3): features and losses against the models' own outputs, and the sparse-parity MLP whose
 intrinsic dimension is known (one direction per visible subtask)."""
 

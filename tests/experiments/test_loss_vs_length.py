@@ -1,4 +1,4 @@
-"""``loss-vs-length`` (seed 001, Section 2.2.2 / Figure 2): exactly l tokens visible, the same
+"""``loss-vs-length`` (the intrinsic-entropy paper, Section 2.2.2 / Figure 2): exactly l tokens visible, the same
 targets at every l, checked against the models' own full-logit forward and a sliding-window
 model whose receptive field is known."""
 

@@ -1,4 +1,4 @@
-"""``optimal-context`` (seed 001, Section 3 and Appendix F): CLI run of a small grid, tidy rows, the
+"""``optimal-context`` (the intrinsic-entropy paper, Section 3 and Appendix F): CLI run of a small grid, tidy rows, the
 optimum, and the pieces it is built from, each against an independent truth."""
 
 import math
@@ -19,7 +19,7 @@ ARGS = ["--sizes", ",".join(map(str, SIZES)), "--lengths", ",".join(map(str, LEN
 
 def _law_bayes_risk(ctl: int, n_bits=20, first=2, alpha=1.15) -> float:
     """Closed form for one task per farther bit m in first..n_bits-1, frequency ∝ m ** -alpha:
-    the tasks with m >= ctl are coin flips (ln 2), the others are determined (seed 001, Section 4.2)."""
+    the tasks with m >= ctl are coin flips (ln 2), the others are determined (the intrinsic-entropy paper, Section 4.2)."""
     w = {m: m ** -alpha for m in range(first, n_bits)}
     return math.log(2) * sum(v for m, v in w.items() if m >= ctl) / sum(w.values())
 
@@ -53,7 +53,7 @@ def test_rerun_resumes_without_training(grid_run, monkeypatch):
 
 
 def test_optimum_exists_and_grows_with_the_training_set(grid_run):
-    """Seed 001, Section 3 / Appendix F on this grid. Robust, so asserted: the reduced grid at seeds
+    """The intrinsic-entropy paper, Section 3 / Appendix F on this grid. Robust, so asserted: the reduced grid at seeds
     0-4 (same units, same settings) gave the optimum 3 or 4 at 500 samples and 6 at 2000 at every
     seed; at seed 0, the one run here, 2000 samples prefer 6 over 4 and 8 by 0.07 and 0.09 nats,
     and 500 samples prefer 4 over 6 by 0.11."""

@@ -1,4 +1,4 @@
-"""Power-law and linear fits (seed 001, Eq. 3 / Figure 2 and the CE-vs-entropy fits): exact
+"""Power-law and linear fits (the intrinsic-entropy paper, Eq. 3 / Figure 2 and the CE-vs-entropy fits): exact
 recovery on noiseless curves, and uncertainties that match the sampling spread under noise."""
 
 import math

@@ -1,4 +1,4 @@
-"""Eigen-spectrum, intrinsic entropy / dimension and KDE entropy (seed 001, Section 2.2.2,
+"""Eigen-spectrum, intrinsic entropy / dimension and KDE entropy (the intrinsic-entropy paper, Section 2.2.2,
 Appendices C.2 and J.2) against closed forms and brute force."""
 
 import math

@@ -1,8 +1,9 @@
 """Issue 10, part 2: bad input ends in one clear sentence, a non-zero exit, and nothing lost.
 
-Two layers: hypothesis fuzzes every registered experiment's options (any key, any value) and
-checks that config building either succeeds with a plan of JSON-able units or raises
-``CtxlensError``, never another exception; then a catalogue of bad command lines is run against
+Two layers: hypothesis fuzzes every registered experiment's options (any key, any value, on top
+of its defaults or of the small option set it declares, ``Experiment.smoke``) and checks that config
+building either succeeds with a plan of JSON-able units or raises ``CtxlensError``, never
+another exception; then a catalogue of bad command lines is run against
 an existing run directory, whose files must stay byte-identical.
 """
 
@@ -36,7 +37,8 @@ def _option_names(name: str) -> list[str]:
 def options(draw, name: str):
     keys = _option_names(name)
     chosen = draw(st.lists(st.sampled_from(keys), max_size=3, unique=True)) if keys else []
-    opts = {k: draw(values) for k in chosen}
+    base = EXPERIMENTS[name].smoke.options if draw(st.booleans()) else {}  # the declared small set, or defaults
+    opts = {**base, **{k: draw(values) for k in chosen}}
     if draw(st.booleans()):
         opts[draw(st.text(min_size=1, max_size=8))] = draw(values)  # unknown or misspelt key
     return opts
@@ -57,6 +59,14 @@ def test_any_options_give_a_config_or_one_clear_error(name, data):
     assert isinstance(units, list)
     for unit in units:
         json.dumps(unit, allow_nan=False)
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_declared_smoke_options_give_a_config_and_a_plan(name):
+    smoke = EXPERIMENTS[name].smoke
+    assert EXPERIMENTS[name].plan(make_config(EXPERIMENTS[name].Config, smoke.options))
+    for length in (256, 1024) if smoke.at_length else ():
+        assert EXPERIMENTS[name].plan(make_config(EXPERIMENTS[name].Config, smoke.at_length(length)))
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:

@@ -1,11 +1,13 @@
 """Regenerate the report's test fixtures: real run directories of every experiment, small.
 
-    python tests/report/make_fixtures.py [NAME ...]      # default: every experiment below
+    python tests/report/make_fixtures.py [NAME ...]      # default: every registered experiment
 
-Each experiment runs through the ordinary runner (``ctxlens.runner.execute.run``) on two tiny
-random-weight llamas, ``zoo:random-llama`` and a second one built here with another seed and
-renamed ``other-llama`` in the stored rows (so the fixtures hold no temporary paths). The
-numbers mean nothing about long context; they only have the columns and shapes real runs have.
+Each experiment runs with the small options its declaration gives (``Experiment.smoke``)
+through the ordinary runner (``ctxlens.runner.execute.run``) on two tiny random-weight llamas,
+``zoo:random-llama`` and a second one built here with another seed and renamed ``other-llama``
+in the stored rows (so the fixtures hold no temporary paths); an experiment that trains its own
+models runs on its ``smoke.fixture_model``. The numbers mean nothing about long context; they
+only have the columns and shapes real runs have.
 Output: ``tests/report/data/NAME/`` (config.yaml, env.json, results.jsonl, units.jsonl).
 """
 
@@ -21,44 +23,13 @@ from pathlib import Path
 HERE = Path(__file__).parent / "data"
 OTHER = "other-llama"
 
-SMALL = {
-    "token-loss": {"lengths": "16,32", "n_samples": "2"},
-    "accs-layers": {"lengths": "48,96", "n_sequences": "4", "suffix_len": "8"},
-    "accs-boundary": {"lengths": "64", "n_sequences": "4", "suffix_len": "8", "boundaries": "0,0.25,0.5,0.75,1.0"},
-    "accs-length": {"lengths": "64,128", "n_sequences": "4", "suffix_len": "8", "period_len": "16", "stride": "4"},
-    "anisotropy-compression": {"lengths": "64", "windows": "1,4,16,0", "n_bins": "2", "n_sequences": "4",
-                               "suffix_len": "8"},
-    "suffix-ppl": {"lengths": "32,64,128", "n_sequences": "4", "suffix_len": "8"},
-    "rope-theta-sweep": {"thetas": "1000,10000,100000", "ppl_lengths": "64", "accs_lengths": "64",
-                         "needle_lengths": "160", "n_needles": "4", "n_sequences": "4", "suffix_len": "8"},
-    "collapse-modes": {"length": "32", "long_length": "64", "suffix_len": "4", "n_sequences": "2",
-                       "frequency_tokens": "4000", "rank_bins": "16"},
-    "rope-dims": {"lengths": "64", "n_samples": "2", "n_pairs": "100"},
-    "dominant-dimension": {"lengths": "32,64", "n_samples": "2", "top_k": "8", "n_bins": "4", "train_length": "48"},
-    "positional-heads": {"lengths": "64", "n_samples": "2", "top_k": "8", "fractions": "0.25,0.5"},
-    "head-masking": {"lengths": "128,256", "n_samples": "1", "n_passkey": "2", "depths": "0.1,0.9",
-                     "fractions": "0.25", "n_draws": "3", "detect_length": "64", "detect_samples": "1",
-                     "top_k": "8", "train_length": "128"},
-    "rope-dim-ablation": {"lengths": "32,64", "n_samples": "1", "n_queries": "8", "top_k": "8", "n_bins": "4",
-                          "train_length": "48"},
-    "loss-vs-length": {"lengths": "2,4,8,16,32", "n_samples": "3", "n_scored": "4"},
-    "intrinsic-entropy": {"lengths": "4,8,16", "n_samples": "48", "entropy_n": "2,4", "thresholds": "0.01,0.1",
-                          "kde_samples": "48", "eigen_rows": "24"},
-    "parity-dimension": {"n_bits": "8", "first_max_bit": "3", "steps": "1500", "n_eval": "400", "hidden": "32",
-                         "feature_dim": "8"},
-    "ruler": {"tasks": "niah_single_1,vt,qa_1", "lengths": "512,1024", "n_samples": "2", "max_new_tokens": "6"},
-    "niah-depth": {"lengths": "512,768", "depths": "0,50,100", "n_samples": "2", "max_new_tokens": "6"},
-    "niah-format": {"lengths": "512", "depths": "0,100", "values": "numbers,words", "n_samples": "1",
-                    "max_new_tokens": "6"},
-    "visible-fraction": {"tasks": "vt,qa_1", "max_length": "1024", "fractions": "0.25,0.5,1.0", "n_samples": "2",
-                         "max_new_tokens": "6"},
-    "position-weighted-qa": {"max_length": "1024", "gammas": "0,2", "fractions": "0.5,1.0", "n_samples": "2",
-                             "max_new_tokens": "6"},
-}
-# experiments that train their own small models: run() gets the model spec, not an LM
-TRAINING = {"optimal-context": ("parity-mlp", {"sizes": [200, 800], "lengths": [5, 7, 9], "n_bits": 10,
-                                               "tasks_per_bit": 1, "first_max_bit": 3, "max_epochs": 15,
-                                               "patience": 3, "val_size": 400, "hidden": 32})}
+
+def fixture_options(name: str) -> dict:
+    """The experiment's declared smoke options, as the command line passes them ("16,32", "4")."""
+    from ctxlens.experiments.registry import get_experiment
+
+    return {k: ",".join(map(str, v)) if isinstance(v, list) else str(v)
+            for k, v in get_experiment(name).smoke.options.items()}
 
 
 def other_llama(path: Path) -> None:
@@ -106,19 +77,20 @@ def make(name: str, tmp: Path, other: Path) -> None:
     from ctxlens.runner.execute import run
 
     raw = tmp / name
-    run(name, ["zoo:random-llama", str(other)], raw, SMALL[name], progress=False)
+    run(name, ["zoo:random-llama", str(other)], raw, fixture_options(name), progress=False)
     rename(raw, HERE / name, str(other), OTHER)
 
 
-def make_training(name: str, tmp: Path) -> None:
+def make_own(name: str) -> None:
+    """An experiment that trains its own models, run unit by unit on its ``smoke.fixture_model``."""
     from ctxlens.core.env import environment
     from ctxlens.experiments.base import make_config
     from ctxlens.experiments.registry import get_experiment
     from ctxlens.runner.execute import run_config
     from ctxlens.runner.store import RunStore
 
-    spec, options = TRAINING[name]
     exp = get_experiment(name)
+    spec, options = exp.smoke.fixture_model, exp.smoke.options
     config = make_config(exp.Config, options)
     out = HERE / name
     if out.exists():
@@ -134,7 +106,10 @@ def make_training(name: str, tmp: Path) -> None:
 
 def main(names: list[str]) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    names = names or [*SMALL, *TRAINING]
+    from ctxlens.experiments.registry import experiments
+
+    declared = experiments()
+    names = names or list(declared)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         os.environ["CTXLENS_HOME"] = str(tmp / "home")
@@ -142,8 +117,8 @@ def main(names: list[str]) -> None:
         other_llama(other)
         for name in names:
             print(f"{name} ...", flush=True)
-            if name in TRAINING:
-                make_training(name, tmp)
+            if declared[name].smoke.fixture_model:
+                make_own(name)
             else:
                 make(name, tmp, other)
 

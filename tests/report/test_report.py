@@ -8,28 +8,25 @@ import subprocess
 import sys
 from dataclasses import replace
 from html.parser import HTMLParser
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
-import ctxlens
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.report.build import build_report
 from ctxlens.report.registry import plotters
 from tests.report.conftest import DATA, ENV, config_of, write_run
 
-EXPERIMENTS = Path(ctxlens.__file__).parent / "experiments"
-NOT_EXPERIMENTS = {"__init__", "base", "registry"}
-
 
 def experiment_names() -> list[str]:
-    """Every experiment module (read from file names: importing them would import torch)."""
-    return sorted(p.stem.replace("_", "-") for p in EXPERIMENTS.glob("*.py")
-                  if not p.stem.startswith("_") and p.stem not in NOT_EXPERIMENTS)
+    """Every registered experiment. This imports torch (the experiments do); that the report
+    itself never does is checked in a fresh process (``test_reading_and_reporting_never_import_torch``)."""
+    from ctxlens.experiments.registry import experiments
+
+    return sorted(experiments())
 
 
 def raw_rows(name: str) -> list[dict]:
@@ -237,7 +234,10 @@ def test_rows_without_values_or_a_failing_figure_become_a_warning_and_a_table(tm
     def broken(df, ctx):
         raise ZeroDivisionError("a plotting bug")
 
-    monkeypatch.setitem(plotters(), "token-loss", replace(plotters()["token-loss"], fn=broken))
+    import ctxlens.report.build
+
+    patched = {**plotters(), "token-loss": replace(plotters()["token-loss"], fn=broken)}
+    monkeypatch.setattr(ctxlens.report.build, "plotters", lambda: patched)
     with pytest.raises(ZeroDivisionError):
         build_report(DATA / "token-loss", tmp_path / "r.html", strict=True)
     report = build_report(DATA / "token-loss", tmp_path / "r.html")

@@ -1,5 +1,5 @@
 """Every task sweep generates through the same path on a tiny random model of every family
-(seed 002 runs transformers, SSMs and hybrids alike): one scored row per sample, budget respected."""
+(the long-sequence paper runs transformers, SSMs and hybrids alike): one scored row per sample, budget respected."""
 
 import pytest
 

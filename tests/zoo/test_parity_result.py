@@ -1,4 +1,4 @@
-"""The recorded parity-transformer result vs the exact Bayes risk (seed 001, Section 4.3, Appendix C.4,
+"""The recorded parity-transformer result vs the exact Bayes risk (the intrinsic-entropy paper, Section 4.3, Appendix C.4,
 Table 1), and the training script it came from.
 
 ``src/ctxlens/zoo/results/parity_table1.json`` is written by ``python -m ctxlens.zoo.parity_train``
@@ -21,7 +21,7 @@ from ctxlens.data.sparse_parity import SparseParity
 
 RESULT = Path(pt.__file__).parent / "results" / "parity_table1.json"
 TABLE1_MIN_CE = {17: 0.4643, 20: 0.3988, 23: 0.3437, 25: 0.3116, 28: 0.2686, 30: 0.2429, 35: 0.1864,
-                 40: 0.1387, 50: 0.0612}  # seed 001, Appendix C.4, Table 1, "Minimum CE Loss Calculated"
+                 40: 0.1387, 50: 0.0612}  # the intrinsic-entropy paper, Appendix C.4, Table 1, "Minimum CE Loss Calculated"
 TOLERANCE = 0.01  # issue 3 part 4: within 0.01 nats of the Bayes risk at every listed length
 
 

@@ -8,8 +8,8 @@ current byte and copy what followed it. The period is drawn per window, so atten
 distance back does not help.
 
 Why the zoo uses them: on the built-in corpus alone, the tiny zoo models formed no induction
-head within the CPU training budget, and no model retrieved a stated fact (seed 000 Section 3
-and seed 002 measure retrieval on models that can). ``ctxlens.zoo.specs.Recipe`` therefore
+head within the CPU training budget, and no model retrieved a stated fact (the geometry paper Section 3
+and the long-sequence paper measure retrieval on models that can). ``ctxlens.zoo.specs.Recipe`` therefore
 opens with a pure-copy phase at short window lengths (attention is less diluted there, so the
 head forms sooner: about step 450 at 128 bytes, against none in 600 steps at 512), grows the
 windows to the training length, then mixes copy windows into the corpus; the same windows go

@@ -1,4 +1,4 @@
-"""Position-weighted multitask sparse parity (seed 001, Section 4.2 and Appendix C.4).
+"""Position-weighted multitask sparse parity (the intrinsic-entropy paper, Section 4.2 and Appendix C.4).
 
 ``L`` context bits, each uniform in {0, 1}; ``T`` subtasks, each the XOR of two fixed bits.
 Exactly one subtask is active per sample, drawn with a frequency that falls with the position of
@@ -69,7 +69,7 @@ IGNORE = -100
 
 @dataclass(frozen=True)
 class SparseParity:
-    """A seeded instance of the dataset; see the module docstring (seed 001, Section 4.2).
+    """A seeded instance of the dataset; see the module docstring (the intrinsic-entropy paper, Section 4.2).
 
     Attributes (derived): ``task_bits`` LongTensor[T, 2] (nearer bit, farther bit; 0-based),
     ``task_probs`` DoubleTensor[T] (sums to 1).
@@ -87,7 +87,7 @@ class SparseParity:
 
     @classmethod
     def paper(cls, seed: int = 0) -> "SparseParity":
-        """Seed 001, Section 4.3 / Appendix C.4: 60 bits, 100 tasks, the law fitted to Table 1."""
+        """The intrinsic-entropy paper, Section 4.3 / Appendix C.4: 60 bits, 100 tasks, the law fitted to Table 1."""
         return cls(seed=seed)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """``accs-boundary``: ACCS as the shuffled prefix range grows from its start towards the suffix.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.2, Figure 4, Tables 4-5: the prefix is shuffled from its first token up to a relative right
 boundary b in {0.1, ..., 1.0} (b = 1.0: the whole prefix). A flat ACCS while b is small (only
 distant tokens perturbed) followed by a drop near b = 1 marks a model that relies on local
@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+)
 
 
 @dataclass
@@ -56,4 +58,16 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-register(Experiment("accs-boundary", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))
+BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # the demo's; b_min, 0.5 and 1.0 are what the plateau criterion reads
+
+register(Experiment(
+    "accs-boundary", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    paper="geometry", section="Section 5.2, Figure 4, Tables 4-5",
+    smoke=Smoke({"lengths": [64], "n_sequences": 4, "suffix_len": 8, "boundaries": [0, 0.25, 0.5, 0.75, 1.0]},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "boundaries": [0.5, 1.0]}),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 8, "boundaries": BOUNDARIES},
+                   {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4, "boundaries": [0.1, 0.5, 1.0]},
+                   controls=("alibi", "mamba2", "mlstm", "griffin", "hybrid")),
+          DemoStep("rope", {**DEMO_GEOMETRY, "lengths": [4 * T], "n_sequences": 4, "boundaries": BOUNDARIES},
+                   None, controls=("rope",), model_options=EXTRAPOLATE, run="accs-boundary-beyond-training")),
+))

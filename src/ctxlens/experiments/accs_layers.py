@@ -1,6 +1,6 @@
 """``accs-layers``: self-similarity, anisotropy and ACCS per layer when the distant prefix is shuffled.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4,
 Figure 1: windows of a text source at a given length; the first ``boundary`` fraction of the
 prefix (by default its distant half) is shuffled with a seed that depends only on the sample,
 so every model sees the same perturbed prefixes; the suffix representations on the residual
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -53,4 +53,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
-register(Experiment("accs-layers", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "accs-layers", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    paper="geometry", section="Section 4, Figure 1",
+    smoke=Smoke({"lengths": [48, 96], "n_sequences": 4, "suffix_len": 8},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "layers": None}, every_layer=True),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 16},
+                   {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4}, controls=("rope",)),),
+))

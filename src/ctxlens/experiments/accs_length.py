@@ -1,6 +1,6 @@
 """``accs-length``: ACCS vs length on periodic-regularity sequences with the whole prefix shuffled.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.3, Figure 5, Tables 6-7: random token sequences with one ``period_len``-token string repeated
 after every ``stride`` random tokens (``ctxlens.data.periodic``) grow more regular, hence more
 compressible, as they get longer; shuffling the whole prefix destroys that regularity. A model
@@ -25,7 +25,9 @@ from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+)
 
 
 @dataclass
@@ -86,4 +88,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
-register(Experiment("accs-length", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "accs-length", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    paper="geometry", section="Section 5.3, Figure 5, Tables 6-7",
+    smoke=Smoke({"lengths": [64, 128], "n_sequences": 4, "suffix_len": 8, "period_len": 16, "stride": 4},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L]}),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2},
+                   {**DEMO_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2}, model_options=EXTRAPOLATE),),
+))

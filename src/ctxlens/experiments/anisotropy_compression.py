@@ -1,6 +1,6 @@
 """``anisotropy-compression``: anisotropy of suffix representations vs LZMA prefix compression rate.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 5.1, Figure 3, and Appendix D, Figure 7. Two ways of varying how compressible the prefix is:
 
 - ``perturbation=local-shuffle``: the prefix is cut into consecutive windows of ``window``
@@ -25,7 +25,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 
@@ -120,4 +120,12 @@ def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config)
             **sx.metric_columns(acc.result(), sx.POOL_METRICS, config.condition_number)}
 
 
-register(Experiment("anisotropy-compression", Config, plan, run, needs=("residual",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "anisotropy-compression", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    paper="geometry", section="Section 5.1, Figure 3, Appendix D, Figure 7",
+    smoke=Smoke({"lengths": [64], "windows": [1, 4, 16, 0], "n_bins": 2, "n_sequences": 4, "suffix_len": 8},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "windows": [16, 0], "n_bins": 2,
+                                     "layers": None}, every_layer=True),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 8, "windows": [1, 0], "n_bins": 2},
+                   {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4, "windows": [1, 0], "n_bins": 2}),),
+))

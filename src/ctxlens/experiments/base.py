@@ -1,12 +1,17 @@
-"""What an experiment is: a typed config, a plan of keyed units, and the rows of one unit.
+"""What an experiment is: its declaration, a typed config, a plan of keyed units, the rows of one unit.
 
-An experiment is one module with a ``Config`` dataclass and two functions:
+An experiment is one module with a ``Config`` dataclass, two functions and one declaration:
 
 - ``plan(config) -> list[dict]``: the coordinates of every unit (length, sample, layer, ...),
   known without loading a model, so a finished run resumes without loading anything;
 - ``run(lm, config, unit, cache) -> list[dict]``: the measurements of one unit, one row each.
   ``cache`` is a dict kept per model, for inputs shared by units (tokenised windows, ...).
-  ``lm`` is the loaded ``LM``, or the model spec string when ``loads_model`` is False.
+  ``lm`` is the loaded ``LM``, or the model spec string when ``loads_model`` is False;
+- ``register(Experiment(...))`` at the bottom: everything else about it (the paper and section
+  it implements, the analyses it needs, the small option set every test harness runs, the demo's
+  steps). The demo suite, the report fixtures, the memory-growth and bad-input tests, the
+  README's experiments table and ``ctxlens run NAME --help`` are all read from these
+  declarations, so a new experiment is its module and its plotter (``ctxlens/report/plots``).
 
 The runner adds ``model`` and ``experiment`` to every unit and every row.
 """
@@ -15,20 +20,82 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
+
+ZOO_LENGTH = 512  # the zoo's training context in bytes (ctxlens.zoo.specs.RECIPE.seq_len; a test holds them equal)
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """Small, fast options of one experiment, for the test harnesses.
+
+    ``options``: what the report fixtures are made with (``tests/report/make_fixtures.py`` passes
+    them as the command line would, on two tiny random llamas, or on ``fixture_model`` for an
+    experiment that trains its own) and what the bad-input fuzz starts from.
+    ``at_length(L)``: options that measure windows of L tokens, for the memory-growth test
+    (``tests/test_memory_growth.py``); ``None`` with ``unmeasured`` saying why it cannot scale.
+    ``every_layer``: ``at_length`` captures every layer, so memory is also compared at 2 and 8 layers.
+    """
+
+    options: dict
+    at_length: Callable[[int], dict] | None = None
+    unmeasured: str = ""
+    every_layer: bool = False
+    fixture_model: str = ""
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One run of ``ctxlens demo``, into ``DIR/RUN`` (``run`` defaults to the experiment's name).
+
+    ``models``: ``"zoo"`` every available zoo model, ``"rope"`` the RoPE zoo model only, ``"own"``
+    none (the experiment trains its own). ``full``/``quick``: the options of the full and the
+    quick suite (``quick=None``: left out of the quick suite). ``controls``: the zoo names whose
+    untrained copies the full suite runs it on too (those a finding's control needs)."""
+
+    models: typing.Literal["zoo", "rope", "own"]
+    full: dict
+    quick: dict | None = None
+    controls: tuple[str, ...] = ()
+    model_options: dict = field(default_factory=dict)
+    run: str = ""
 
 
 @dataclass(frozen=True)
 class Experiment:
+    """An experiment's declaration: its procedure (``Config``, ``plan``, ``run``) and everything
+    the registry's readers need (paper, smoke options, demo steps); see the module docstring."""
+
     name: str
     Config: type
     plan: Callable[[typing.Any], list[dict]]
     run: Callable[..., list[dict]]
+    _: KW_ONLY
+    paper: str  # id in ctxlens.core.papers.PAPERS; "" for the core's own smoke analysis
+    section: str  # where in that paper: "Section 4, Figure 1"
+    smoke: Smoke
+    demo: tuple[DemoStep, ...]
     needs: tuple[str, ...] = ()  # analyses the model's family must support
-    doc: str = ""
+    doc: str = ""  # one line: what it measures
     # Experiments that build and train their own small models (sparse parity) take the model
     # spec as a string instead of a loaded LM; ``default_models`` is used when --model is absent.
     loads_model: bool = True
     default_models: tuple[str, ...] = ()
+
+
+def summary(module_doc: str) -> str:
+    """The first line of an experiment module's docstring without its ````name``: `` prefix."""
+    first = module_doc.strip().splitlines()[0]
+    return first.split(": ", 1)[1] if first.startswith("``") and ": " in first else first
+
+
+# ------------------------------------------------------------------------------- demo option groups
+# Shared by several declarations' demo steps; sizes are chosen for time alone (ctxlens.demo).
+T = ZOO_LENGTH  # short name in the demo steps' options
+DEMO_GEOMETRY = {"source": "builtin:test", "suffix_len": 32, "batch_size": 8}
+DEMO_TASK = {"batch_size": 8}
+DEMO_ROPE = {"source": "builtin:test", "train_length": ZOO_LENGTH}
+EXTRAPOLATE = {"allow_extrapolation": True}  # model option: lengths beyond the configured positions
+SMOKE_SEQUENCES = {"source": "random", "n_sequences": 2, "batch_size": 2, "suffix_len": 32}  # memory-growth test

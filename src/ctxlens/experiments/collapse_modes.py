@@ -1,6 +1,6 @@
 """``collapse-modes``: mean negative log-probability of every vocabulary entry, by token frequency rank.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Appendix
+The geometry paper ("How much do contextualized representations encode long-range context?"), Appendix
 D, *Two modes of collapse*, Figure 9: for the suffix tokens of a set of prefixes, the model's
 full next-token distribution is averaged (as -log p(v) for every vocabulary entry v) and plotted
 against v's frequency rank in the training data. Anisotropic representations were seen to
@@ -29,7 +29,9 @@ from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+)
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 CONDITIONS = ("base", "shuffled", "long")
@@ -128,4 +130,16 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-register(Experiment("collapse-modes", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "collapse-modes", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    paper="geometry", section="Appendix D, Figure 9",
+    smoke=Smoke({"length": 32, "long_length": 64, "suffix_len": 4, "n_sequences": 2, "frequency_tokens": 4000,
+                 "rank_bins": 16},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "length": L, "long_length": L,
+                                     "conditions": ["base", "shuffled"], "frequency_source": "random",
+                                     "frequency_tokens": 2048, "rank_bins": 8}),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "length": T, "long_length": 2 * T, "n_sequences": 4,
+                           "frequency_tokens": 100_000, "rank_bins": 32},
+                   {**DEMO_GEOMETRY, "length": T, "long_length": 2 * T, "n_sequences": 2, "frequency_tokens": 20_000,
+                    "rank_bins": 16}, model_options=EXTRAPOLATE),),
+))

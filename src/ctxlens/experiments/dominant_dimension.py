@@ -1,6 +1,6 @@
 """``dominant-dimension``: dominant RoPE dimension vs relative distance per head, below and beyond the training length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Sections 4.2.1-4.2.2, Figure 3 and Appendix A.1-A.3: for each query its top-k keys by
 attention score (100 in the paper); for each (query, key) pair the dominant dimension
 (equations 13-15) and the relative distance; dominant dimensions sharing a distance averaged
@@ -24,7 +24,7 @@ from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, 
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -71,4 +71,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])
 
 
-register(Experiment("dominant-dimension", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "dominant-dimension", Config, plan, run, needs=("rope",), doc=summary(__doc__),
+    paper="rope-distance", section="Section 4.2, equations 13-15",
+    smoke=Smoke({"lengths": [32, 64], "n_samples": 2, "top_k": 8, "n_bins": 4, "train_length": 48},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64}),
+    demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 64},
+                   {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16}, model_options=EXTRAPOLATE),),
+))

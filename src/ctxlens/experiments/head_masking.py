@@ -1,6 +1,6 @@
 """``head-masking``: zero the top Positional Heads vs as many random heads; passkey retrieval and perplexity by length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.3.2, Figures 6-9, Appendix A.4: the heads with the strongest distance-dimension
 correlation (detected as in ``positional-heads``, at ``detect_length``, under the unit's
 transform) are masked, their output zeroed before the output projection (``LM.mask_heads``,
@@ -29,7 +29,7 @@ from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.positional_heads import ranked_heads, validate_fractions
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 
 TASKS = ("passkey", "perplexity")
 
@@ -151,4 +151,16 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{**row, **extra} for row in rows]
 
 
-register(Experiment("head-masking", Config, plan, run, needs=("rope", "head_mask"), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "head-masking", Config, plan, run, needs=("rope", "head_mask"), doc=summary(__doc__),
+    paper="rope-distance", section="Section 4.3.2, Figures 6-9",
+    smoke=Smoke({"lengths": [128, 256], "n_samples": 1, "n_passkey": 2, "depths": [0.1, 0.9], "fractions": [0.25],
+                 "n_draws": 3, "detect_length": 64, "detect_samples": 1, "top_k": 8, "train_length": 128},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "tasks": ["perplexity"],
+                                     "fractions": [0.25], "n_draws": 1, "detect_length": L, "detect_samples": 1,
+                                     "n_queries": 64}),
+    demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "tasks": ["passkey", "perplexity"],
+                            "detect_length": T, "detect_samples": 8, "n_queries": 128, "n_draws": 5, "n_passkey": 4},
+                   {**DEMO_ROPE, "lengths": [T], "tasks": ["passkey"], "detect_length": T, "detect_samples": 1,
+                    "n_draws": 2, "n_passkey": 2, "n_queries": 32}, model_options=EXTRAPOLATE),),
+))

@@ -3,7 +3,7 @@
 Last-token features per context length: their PCA eigen-spectrum, intrinsic entropy, intrinsic
 dimension and KDE entropy, and the cross-entropy (CE) fitted linearly against each of them.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 and Figures 1, 3
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 and Figures 1, 3
 (PCA of last-token features over many samples per context length; intrinsic entropy
 S_n = sum of the first n log relative eigenvalues; CE linear in S_n), Appendix J.2 and Figure 15
 (intrinsic dimension at thresholds 0.002 .. 0.25; CE linear in it), Appendix C.2 and Figure 10
@@ -36,7 +36,7 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.loss_vs_length import iter_last_states, next_token_nll, samples, with_bos
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
     CovarianceAccumulator,
@@ -191,4 +191,15 @@ def _fit_rows(per_length: list[dict]) -> list[dict]:
     return rows
 
 
-register(Experiment("intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    paper="intrinsic-entropy", section="Sections 2.2, 4; Figures 1, 3, 10, 13, 15",
+    smoke=Smoke({"lengths": [4, 8, 16], "n_samples": 48, "entropy_n": [2, 4], "thresholds": [0.01, 0.1],
+                 "kde_samples": 48, "eigen_rows": 24},
+                at_length=lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 4, "entropy_n": [2],
+                                     "thresholds": [0.05], "kde_samples": 4}),
+    demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [16, 32, 64, 128, 256, T], "n_samples": 96,
+                           "entropy_n": [8, 16, 32], "kde_samples": 96},
+                   {"source": "builtin:test", "lengths": [16, 64, T], "n_samples": 24, "entropy_n": [8, 16],
+                    "kde_samples": 24}),),
+))

@@ -1,6 +1,6 @@
 """``loss-vs-length``: next-token cross-entropy with exactly l tokens visible, and its power-law fit.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 2.2.2 (Eq. 3, Figure 2)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 2.2.2 (Eq. 3, Figure 2)
 and Appendix E (Figure 11): the Bayes risk at context length l is approximated by a trained LM's
 cross-entropy with l visible tokens, and fitted with CE(l) = C0 + C / l^gamma.
 
@@ -29,7 +29,7 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 from ctxlens.lm import losses as _losses
 from ctxlens.metrics.fits import fit_power_law
 
@@ -163,4 +163,11 @@ def next_token_nll(lm, final: torch.Tensor, targets: torch.Tensor) -> torch.Tens
     return nll[0]
 
 
-register(Experiment("loss-vs-length", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "loss-vs-length", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    paper="intrinsic-entropy", section="Section 2.2.2, Figure 2, Appendix E, Figure 11",
+    smoke=Smoke({"lengths": [2, 4, 8, 16, 32], "n_samples": 3, "n_scored": 4},
+                at_length=lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 1, "n_scored": 2}),
+    demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [4, 16, 64, 256], "n_samples": 4, "n_scored": 4},
+                   {"source": "builtin:test", "lengths": [4, 64, T], "n_samples": 2, "n_scored": 4}),),
+))

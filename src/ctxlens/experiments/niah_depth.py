@@ -1,6 +1,6 @@
 """``niah-depth``: one needle at fixed depths, at and beyond the training length.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
 places a single needle at depths 0-100 % of the haystack at the training length (Table 2) and
 twice it (Table 3). One unit is a (length, depth) batch of ``n_samples`` prompts of ``task``
 (default ``niah_single_2``: word key, number value, essay haystack) with the needle at the
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
 
 
@@ -60,4 +60,14 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
-register(Experiment("niah-depth", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "niah-depth", Config, plan, run, doc=summary(__doc__),
+    paper="long-sequence", section="Tables 2-3",
+    smoke=Smoke({"lengths": [512, 768], "depths": [0, 50, 100], "n_samples": 2, "max_new_tokens": 6},
+                unmeasured="generation task"),
+    # the zoo retrieves nothing in RULER's wording, so the demo asks in the corpus's (niah_corpus)
+    demo=(DemoStep("zoo", {**DEMO_TASK, "task": "niah_corpus", "lengths": [T, 2 * T], "depths": [0.0, 50.0, 100.0],
+                           "n_samples": 48, "max_new_tokens": 6},
+                   {**DEMO_TASK, "task": "niah_corpus", "lengths": [T, 2 * T], "depths": [0.0, 50.0, 100.0],
+                    "n_samples": 2, "max_new_tokens": 6}),),
+))

@@ -1,6 +1,6 @@
 """``niah-format``: needle retrieval across haystack, key and value formats at three depths.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 4)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 4)
 compares Essay-Word-Num, Essay-Word-UUID and Repeat-Word-Num needles at depths 0, 50 and 100 %.
 One unit is a (length, haystack, key, value, depth) batch of single-needle prompts; ``repeat``
 is RULER's noise haystack (one sentence group repeated), ``essay`` running prose.
@@ -16,7 +16,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.niah_depth import needle_options
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks.words import KINDS
 
 HAYSTACKS = {"essay": "essay", "repeat": "noise", "needle": "needle"}
@@ -57,4 +57,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
-register(Experiment("niah-format", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "niah-format", Config, plan, run, doc=summary(__doc__),
+    paper="long-sequence", section="Table 4",
+    smoke=Smoke({"lengths": [512], "depths": [0, 100], "values": ["numbers", "words"], "n_samples": 1,
+                 "max_new_tokens": 6}, unmeasured="generation task"),
+    demo=(DemoStep("zoo", {**DEMO_TASK, "lengths": [T], "haystacks": ["essay", "repeat"], "values": ["numbers"],
+                           "n_samples": 2, "max_new_tokens": 10},
+                   {**DEMO_TASK, "lengths": [T], "haystacks": ["repeat"], "values": ["numbers"], "depths": [50.0],
+                    "n_samples": 2, "max_new_tokens": 4}),),
+))

@@ -1,6 +1,6 @@
 """``optimal-context``: optimal context length vs training-set size, on sparse parity.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 3 (Eq. 5-6, Figure 4)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section 3 (Eq. 5-6, Figure 4)
 and Appendix F (Figure 12). With a finite training set of ``D`` samples the validation loss at
 context length ``l`` is a Bayes risk that falls with ``l`` plus an approximation loss that grows
 with ``l`` and falls with ``D``; so for each ``D`` there is an optimal ``l``, and it grows with
@@ -55,7 +55,7 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
 from ctxlens.zoo.trainer import TrainConfig, train
 
 MODELS = ("parity-mlp", "parity-transformer")
@@ -219,5 +219,12 @@ def optimal_lengths(rows: list[dict]) -> list[dict]:
     return out
 
 
-register(Experiment("optimal-context", Config, plan, run, doc=__doc__.splitlines()[0], loads_model=False,
-                    default_models=MODELS[:1]))
+register(Experiment(
+    "optimal-context", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=MODELS[:1],
+    paper="intrinsic-entropy", section="Section 3, Appendix F",
+    smoke=Smoke({"sizes": [200, 800], "lengths": [5, 7, 9], "n_bits": 10, "tasks_per_bit": 1, "first_max_bit": 3,
+                 "max_epochs": 15, "patience": 3, "val_size": 400, "hidden": 32},
+                unmeasured="trains MLPs on sparse parity; no language model", fixture_model="parity-mlp"),
+    demo=(DemoStep("own", {"grid": "reduced", "threads": 1},
+                   {"sizes": [200, 800], "lengths": [3, 6, 20], "max_epochs": 2, "val_size": 200, "threads": 1}),),
+))

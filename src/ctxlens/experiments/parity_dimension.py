@@ -1,6 +1,6 @@
 """``parity-dimension``: PCA dimension of a sparse-parity MLP's context feature vs visible subtasks, and CE vs it.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), Appendix J.3 (Figures 16, 17)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Appendix J.3 (Figures 16, 17)
 with the data of Section 4.2 / Appendix C.4. A context MLP reads the visible bits, a head reads
 its feature and the task (``ctxlens.zoo.parity_mlp.ParityMLP``); the best the encoder can do is
 write the answer of every subtask it can see into the feature, one direction each. So the PCA
@@ -44,7 +44,7 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP
@@ -208,5 +208,10 @@ def _fit_rows(config: Config, per_length: list[dict]) -> list[dict]:
     return rows
 
 
-register(Experiment("parity-dimension", Config, plan, run, needs=(), doc=__doc__.splitlines()[0],
-                    loads_model=False, default_models=("parity-mlp",)))
+register(Experiment(
+    "parity-dimension", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=("parity-mlp",),
+    paper="intrinsic-entropy", section="Appendix J.3, Figures 16-17",
+    smoke=Smoke({"n_bits": 8, "first_max_bit": 3, "steps": 1500, "n_eval": 400, "hidden": 32, "feature_dim": 8},
+                unmeasured="trains an MLP on sparse parity; no language model"),
+    demo=(DemoStep("own", {}, {"steps": 1500}),),
+))

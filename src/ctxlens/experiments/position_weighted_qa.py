@@ -1,6 +1,6 @@
 """``position-weighted-qa``: document QA whose golden paragraph sits near the end with weight gamma.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures 8-9):
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures 8-9):
 samples of qa_1 are built at a maximum length L with the golden paragraph's distance x to the
 end of the input drawn with P(x) ∝ (1 - x/L)^gamma (gamma = 0 is RULER's uniform placement,
 larger gamma keeps it closer to the question); the model sees only the last ``ctl`` tokens, and
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -53,4 +53,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch, visible)
 
 
-register(Experiment("position-weighted-qa", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "position-weighted-qa", Config, plan, run, doc=summary(__doc__),
+    paper="intrinsic-entropy", section="Appendix A.1, Figures 8-9",
+    smoke=Smoke({"max_length": 1024, "gammas": [0, 2], "fractions": [0.5, 1.0], "n_samples": 2,
+                 "max_new_tokens": 6}, unmeasured="generation task"),
+    demo=(DemoStep("zoo", {**DEMO_TASK, "max_length": 2 * T, "gammas": [0.0, 2.0], "fractions": [0.5, 1.0],
+                           "n_samples": 2, "max_new_tokens": 16},
+                   {**DEMO_TASK, "max_length": 2 * T, "gammas": [0.0], "fractions": [1.0], "n_samples": 2,
+                    "max_new_tokens": 4}),),
+))

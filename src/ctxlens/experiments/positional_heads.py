@@ -1,6 +1,6 @@
 """``positional-heads``: heads ranked by their distance-dimension correlation; the top 5% / 10% are Positional Heads.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.3.1 and Appendix A.3: Spearman's rho between relative distance and dominant
 dimension (Section 4.2.1, see ``dominant-dimension``) ranks every attention head; the paper
 reads |rho| as the strength of the correlation (``rank_by=abs``; ``positive`` / ``negative``
@@ -18,7 +18,7 @@ from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import RANK_BY, correlation_rows, n_selected, rank_heads
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.dominant_dimension import measure
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -77,4 +77,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-register(Experiment("positional-heads", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "positional-heads", Config, plan, run, needs=("rope",), doc=summary(__doc__),
+    paper="rope-distance", section="Sections 4.2.1, 4.3.1",
+    smoke=Smoke({"lengths": [64], "n_samples": 2, "top_k": 8, "fractions": [0.25, 0.5]},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64}),
+    demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 8, "n_queries": 128},
+                   {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 32}),),
+))

@@ -1,6 +1,6 @@
 """``rope-dim-ablation``: zero chosen RoPE frequency pairs in q and k; loss and attention change around the training length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.2.3, Figure 4: removing dimensions of the rotary encoding changes little within
 the pre-training length and removes the abrupt change beyond it. An ablation names pairs:
 ``high:K`` the K highest pair indices (lowest frequencies, the paper's "higher dimensions"),
@@ -28,7 +28,7 @@ from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, 
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
 
 MEASURES = ("loss", "attention", "dominant")
@@ -147,4 +147,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{**row, **extra} for row in rows]
 
 
-register(Experiment("rope-dim-ablation", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "rope-dim-ablation", Config, plan, run, needs=("rope",), doc=summary(__doc__),
+    paper="rope-distance", section="Section 4.2.3, Figure 4",
+    smoke=Smoke({"lengths": [32, 64], "n_samples": 1, "n_queries": 8, "top_k": 8, "n_bins": 4, "train_length": 48},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "ablations": ["high:25%"],
+                                     "n_queries": 64}),
+    demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 32},
+                   {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16, "measures": ["loss", "attention"]},
+                   model_options=EXTRAPOLATE),),
+))

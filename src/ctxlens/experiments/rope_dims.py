@@ -1,6 +1,6 @@
 """``rope-dims``: how often each RoPE frequency pair is among the top-k contributors, per layer and head.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.1, Figure 1: for sampled query-key pairs (query at m, key at n <= m, uniform over
 such pairs) of every input, layer and head, the per-pair contributions to the logit
 (Section 3) and the top 5 pairs; the rows give each pair's count and share of the top-k slots
@@ -19,7 +19,7 @@ from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, attention_layers, scan
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 from ctxlens.metrics.rope import top_pair_counts
 
 
@@ -82,4 +82,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     ]
 
 
-register(Experiment("rope-dims", Config, plan, run, needs=("rope",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "rope-dims", Config, plan, run, needs=("rope",), doc=summary(__doc__),
+    paper="rope-distance", section="Section 4.1",
+    smoke=Smoke({"lengths": [64], "n_samples": 2, "n_pairs": 100},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_pairs": 500}),
+    demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 2, "n_pairs": 500},
+                   {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_pairs": 100}),),
+))

@@ -1,6 +1,6 @@
 """``rope-theta-sweep``: suffix perplexity, needle retrieval and last-layer ACCS per RoPE base theta.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section 4,
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4,
 Figure 2, Table 8: the same trained weights are run under many RoPE bases theta, without
 retraining, and three views are compared per theta: suffix perplexity (intrinsic), single-needle
 retrieval accuracy at several lengths (extrinsic; the paper uses RULER S-NIAH), and ACCS of the
@@ -30,7 +30,9 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+)
 from ctxlens.lm import rope as _rope
 
 
@@ -165,5 +167,16 @@ def needle_accuracy(lm, length: int, config: Config, cache: dict) -> dict:
             "flag": f"{lost} needle(s) cut off by the length limit" if lost else None}
 
 
-register(Experiment("rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"),
-                    doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"), doc=summary(__doc__),
+    paper="geometry", section="Section 4, Figure 2, Table 8",
+    smoke=Smoke({"thetas": [1000, 10000, 100000], "ppl_lengths": [64], "accs_lengths": [64], "needle_lengths": [160],
+                 "n_needles": 4, "n_sequences": 4, "suffix_len": 8},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "thetas": [50000.0], "ppl_lengths": [L], "accs_lengths": [L],
+                                     "needle_lengths": []}),
+    demo=(DemoStep("rope", {**DEMO_GEOMETRY, "thetas": [2500.0, 1e4, 4e4, 1.6e5], "ppl_lengths": [T, 2 * T],
+                            "accs_lengths": [2 * T], "needle_lengths": [T // 2, T, 2 * T], "n_sequences": 4,
+                            "n_needles": 8},
+                   {**DEMO_GEOMETRY, "thetas": [1e4, 1e5], "ppl_lengths": [T], "accs_lengths": [T],
+                    "needle_lengths": [T], "n_sequences": 2, "n_needles": 2}, model_options=EXTRAPOLATE),),
+))

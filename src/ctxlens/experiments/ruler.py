@@ -1,6 +1,6 @@
 """``ruler``: the 13 RULER tasks at several lengths, one scored row per sample.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 1 and
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Table 1 and
 Appendix B Tables 6-18) evaluates every model on RULER's tasks at 1K-16K. One unit is a (task,
 length) batch of ``n_samples`` fitted prompts (``ctxlens.tasks``), decoded greedily and scored
 with RULER's metric. A (task, length) whose prompt cannot fit gets one row with a ``flag``.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.scoring import THRESHOLD
 
@@ -46,4 +46,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
-register(Experiment("ruler", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "ruler", Config, plan, run, doc=summary(__doc__),
+    paper="long-sequence", section="Tables 1, 6-18",
+    smoke=Smoke({"tasks": ["niah_single_1", "vt", "qa_1"], "lengths": [512, 1024], "n_samples": 2,
+                 "max_new_tokens": 6}, unmeasured="generation task"),
+    demo=(DemoStep("zoo", {**DEMO_TASK, "tasks": ["niah_single_1", "niah_single_2", "fwe"], "lengths": [T, 2 * T],
+                           "n_samples": 2, "max_new_tokens": 24},
+                   {**DEMO_TASK, "tasks": ["niah_single_1", "fwe"], "lengths": [T], "n_samples": 2,
+                    "max_new_tokens": 4}),),
+))

@@ -1,6 +1,6 @@
 """``suffix-ppl``: perplexity of the last N tokens given a long prefix, at several lengths.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"), Section
+The geometry paper ("How much do contextualized representations encode long-range context?"), Section
 4 (suffix perplexity, the intrinsic metric of Figure 2 and Table 8) and Appendix C (Table 3,
 "token suffix ppl"): like sliding-window evaluation, only the last ``suffix_len`` tokens of each
 window are scored, each given everything before it. The scored suffix tokens are the same at
@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+)
 
 
 @dataclass
@@ -40,4 +42,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
              **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
 
 
-register(Experiment("suffix-ppl", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "suffix-ppl", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    paper="geometry", section="Section 4",
+    smoke=Smoke({"lengths": [32, 64, 128], "n_sequences": 4, "suffix_len": 8},
+                at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L]}),
+    demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T // 4, T, 2 * T], "n_sequences": 4},
+                   {**DEMO_GEOMETRY, "lengths": [T // 4, T], "n_sequences": 2}, model_options=EXTRAPOLATE),),
+))

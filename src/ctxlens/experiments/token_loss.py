@@ -2,7 +2,7 @@
 
 The core's smoke analysis: one forward per (length, sample) window through the chunked loss
 (``LM.token_losses``), one row per window. It checks that a model, a source and the run
-directory work end to end; the paper-grade loss-vs-visible-context curve (seed 001, Section
+directory work end to end; the paper-grade loss-vs-visible-context curve (the intrinsic-entropy paper, Section
 2.2.2) is the ``loss-vs-length`` experiment.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 
 
 @dataclass
@@ -60,4 +60,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     }]
 
 
-register(Experiment("token-loss", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "token-loss", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    paper="", section="the core's smoke analysis",
+    smoke=Smoke({"lengths": [16, 32], "n_samples": 2},
+                at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1}),
+    demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [T], "n_samples": 2},
+                   {"source": "builtin:test", "lengths": [T], "n_samples": 1}),),
+))

@@ -1,6 +1,6 @@
 """``visible-fraction``: accuracy when the model sees only the last part of a long task prompt.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1
 and A.3-2) builds qa_1, fwe, cwe and vt samples at a maximum length M and lets the model see
 only the closest ``ctl`` tokens; accuracy first rises with ctl and, for most tasks, falls again,
 so an optimal context length exists. One unit is a (task, fraction) batch: the prompts fitted to
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import register
+from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
 
 
@@ -51,4 +51,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch, visible)
 
 
-register(Experiment("visible-fraction", Config, plan, run, doc=__doc__.splitlines()[0]))
+register(Experiment(
+    "visible-fraction", Config, plan, run, doc=summary(__doc__),
+    paper="intrinsic-entropy", section="Appendix A.3",
+    smoke=Smoke({"tasks": ["vt", "qa_1"], "max_length": 1024, "fractions": [0.25, 0.5, 1.0], "n_samples": 2,
+                 "max_new_tokens": 6}, unmeasured="generation task"),
+    demo=(DemoStep("zoo", {**DEMO_TASK, "tasks": ["qa_1", "fwe"], "max_length": 2 * T,
+                           "fractions": [0.25, 0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
+                   {**DEMO_TASK, "tasks": ["fwe"], "max_length": T, "fractions": [0.5, 1.0], "n_samples": 2,
+                    "max_new_tokens": 4}),),
+))

@@ -7,14 +7,14 @@ that does not go through ctxlens:
 
 - ``token_loss``: ``lm.token_losses`` vs ``F.cross_entropy`` of the model's own logits;
 - ``residual``:   ``lm.capture(residual=...)`` at every layer vs the block output of a forward
-                  in which that layer's MLP / FFN / MoE branch outputs zero (seed 000, Section 3:
+                  in which that layer's MLP / FFN / MoE branch outputs zero (the geometry paper, Section 3:
                   the residual stream after the context-mixing sublayer);
 - ``qk``:         softmax of captured post-RoPE q k^T (scaled, soft-capped, causal / sliding mask,
                   attention sinks) vs transformers' eager attention probabilities;
 - ``head_mask``:  ``lm.mask_heads`` logits vs the model with that head's output-projection
-                  weight columns zeroed (seed 003, Section 5);
+                  weight columns zeroed (the rope-distance paper, Section 5);
 - ``rope``:       ``lm.set_rope(theta=...)`` logits vs a model built from the edited config with
-                  the same weights (seed 003, Section 4.2.2).
+                  the same weights (the rope-distance paper, Section 4.2.2).
 
 Each check ends ``pass``, ``fail`` (what differed, or the exception's first line),
 ``unsupported`` (the adapter declines the analysis for this model, with its reason) or ``n/a``

@@ -6,7 +6,7 @@ projection, and the RoPE pair layout. ``ctxlens.families()`` lists them with the
 supports. Adding a family is adding one ``Family(...)`` entry (and a tiny config in
 ``ctxlens.lm.tiny`` to test it).
 
-Residual-after-mixer modes (``resid``), the quantity seed 000 (Section 3) measures:
+Residual-after-mixer modes (``resid``), the quantity the geometry paper (Section 3) measures:
 
 - ``"pre:SUB"``  the input of submodule SUB of the layer (its pre-MLP norm, or the MLP itself
   when there is no pre-norm): in these blocks that input *is* layer input + mixer output.
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.errors import CtxlensError
+from ctxlens.core.registry import Registry
 
 ANALYSES = ("residual", "token_loss", "qk", "rope", "head_mask")
 
@@ -184,7 +185,9 @@ _FAMILIES = [
     ),
 ]
 
-FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILIES}
+FAMILIES: Registry[Family] = Registry("model family")
+for _family in _FAMILIES:
+    FAMILIES.add(_family.name, _family)
 
 
 def known_family(model_type: str) -> Family | None:
@@ -194,8 +197,6 @@ def known_family(model_type: str) -> Family | None:
 
 def get_family(model_type: str) -> Family:
     """The hand-written adapter for a ``model_type``, or a clear error naming the known ones."""
-    if model_type not in FAMILIES:
-        raise unknown("model family", model_type, FAMILIES)
     return FAMILIES[model_type]
 
 

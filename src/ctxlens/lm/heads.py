@@ -1,6 +1,6 @@
 """Head masking: zero chosen heads' outputs before the attention output projection.
 
-Seed 003 (Section 5) ablates positional heads by masking them. A head's output is its slice
+The rope-distance paper (Section 5) ablates positional heads by masking them. A head's output is its slice
 ``[h * head_dim, (h + 1) * head_dim)`` of the input to the output projection; a forward
 pre-hook multiplies that input by a 0/1 vector, so it works for every family with an output
 projection (sdpa, flash, eager, ALiBi code), during prefill and generation alike.

@@ -14,7 +14,7 @@ A ``model_type`` with no hand-written ``Family`` (``ctxlens.lm.families``) gets 
    - token losses: the LM head on the decoder's final hidden states, with the logit
      post-processing found among the config's soft-cap / scale fields and any module between
      decoder and head, equals the model's own logits (the closest candidate wins);
-   - residual after the mixer (seed 000, Section 3): in every block, the read point that equals
+   - residual after the mixer (the geometry paper, Section 3): in every block, the read point that equals
      the block output when its MLP branches output zero (one forward, all blocks at once; one
      point per layer for hybrids whose layer kinds differ);
    - q/k: the attention modules hand their post-RoPE q and k, with the scale they apply, to

@@ -207,7 +207,7 @@ class LM:
         return _heads.mask_heads(self, heads)
 
     def set_rope(self, theta: float | None = None, scaling: dict | None = None, layers: str | None = None) -> dict:
-        """Change RoPE base and/or scaling in place (seed 003 Section 4.2.2). ``layers``: global,
+        """Change RoPE base and/or scaling in place (the rope-distance paper Section 4.2.2). ``layers``: global,
         sliding, all or a layer type; default: the global layers of a model with a RoPE per layer
         type (Gemma 3), all layers of a one-RoPE model. Returns the new parameters of what changed
         (``{layer_type: parameters}`` on a per-type model; see ``ctxlens.lm.rope.set_rope``)."""

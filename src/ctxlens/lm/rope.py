@@ -1,6 +1,6 @@
 """RoPE override: change base theta or scaling of a loaded model in place, per layer type.
 
-Seed 000 (RoPE base sweeps) and seed 003 (Section 4.2.2, extrapolation with YaRN and others)
+The geometry paper (RoPE base sweeps) and the rope-distance paper (Section 4.2.2, extrapolation with YaRN and others)
 need the same weights under a different rotary embedding. transformers computes inverse
 frequencies when a ``*RotaryEmbedding`` module is built, from ``config.rope_parameters``; we
 edit those parameters, validate them with transformers' own checks, and rebuild every rotary

@@ -1,6 +1,6 @@
 """SelfExtend and RoPE pair ablation: positional overrides inside the attention function.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 2.2, studies SelfExtend (Jin et al. 2024, "LLM Maybe LongLM") as a length extrapolation
 method without fine-tuning: a query at position m attends to a key at position n with the
 ordinary relative distance m - n when m - n < W (neighbour attention), and otherwise with the

@@ -1,6 +1,6 @@
 """Least-squares fits with uncertainties: CE(l) = C0 + C / l^gamma, and straight lines.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 (Eq. 3, Figure 2)
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"): Section 2.2.2 (Eq. 3, Figure 2)
 and Appendix E (Figure 11) fit the cross-entropy at visible context length ``l`` with
 ``C0 + C / l^gamma``; Figures 1, 10, 13, 15 and Appendix J.3 fit CE linearly against intrinsic
 entropy / dimension and report R² and correlations.

@@ -1,6 +1,6 @@
 """Representation geometry: self-similarity, anisotropy, ACCS, and the Appendix A alternatives.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"):
+The geometry paper ("How much do contextualized representations encode long-range context?"):
 
 - Section 2, *Perturbation & self-similarity*: the mean cosine between each suffix
   representation h_i and its counterpart h'_i computed under a perturbed prefix.

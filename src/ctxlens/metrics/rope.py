@@ -1,6 +1,6 @@
 """Per-frequency-pair contributions of RoPE dimensions to attention logits.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 3: the attention logit q.k splits into a sum over the rotary frequency pairs, each
 pair's contribution being the product of q and k summed over the pair's two dims. Pair i holds
 dims (i, i + r/2) in the half-split layout of most HF checkpoints (``rotate_half``) and

@@ -1,6 +1,6 @@
 """PCA eigen-spectrum of features, intrinsic entropy, intrinsic dimension and Gaussian-KDE entropy.
 
-Seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"):
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"):
 
 - Section 2.2.2, Figures 1 and 3: eigenvalues of the covariance of last-token features over many
   samples, each divided by the largest ("relative eigenvalues"); the intrinsic entropy of the

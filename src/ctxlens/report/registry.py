@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ctxlens.core.registry import Registry
 from ctxlens.report.figures import Palette
 
 
@@ -32,21 +33,29 @@ class Plotter:
     metrics: tuple[str, ...] = ()
 
 
-PLOTTERS: dict[str, Plotter] = {}
-_MODULES = ("geometry", "scaling", "tasks", "rope")
+def _load_plots() -> None:
+    """Import every module of ``ctxlens.report.plots``; each plotter registers itself on import."""
+    import importlib
+    import pkgutil
+
+    import ctxlens.report.plots as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"ctxlens.report.plots.{info.name}")
+
+
+PLOTTERS: Registry[Plotter] = Registry("plotter", load=_load_plots)
 
 
 def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = ()):
+    """Decorator: register ``fn`` as the plotter of experiment ``name``."""
     def deco(fn):
-        PLOTTERS[name] = Plotter(name, fn, title, paper, metrics)
+        PLOTTERS.add(name, Plotter(name, fn, title, paper, metrics))
         return fn
 
     return deco
 
 
 def plotters() -> dict[str, Plotter]:
-    import importlib
-
-    for module in _MODULES:
-        importlib.import_module(f"ctxlens.report.plots.{module}")
-    return PLOTTERS
+    """Every plotter by experiment name (a copy)."""
+    return PLOTTERS.as_dict()

@@ -1,8 +1,8 @@
 """RULER-style long-context tasks: generators, scorers, exact-length fitting, cache and export.
 
-Implements the task suite of seed 002 ("How Well Can a Long Sequence Model Model Long
+Implements the task suite of the long-sequence paper ("How Well Can a Long Sequence Model Model Long
 Sequences?", Section 4, Tables 1-4 and 6-18) -- the 13 RULER tasks with RULER's templates,
-key/value spaces, haystacks, budgets and metrics -- and the QA data behind seed 001 ("Intrinsic
+key/value spaces, haystacks, budgets and metrics -- and the QA data behind the intrinsic-entropy paper ("Intrinsic
 Entropy of Context Length Scaling in LLMs", Appendix A). Importing this package does not import
 torch; ``ctxlens.tasks.backends`` holds the model-side decoding.
 
@@ -32,8 +32,7 @@ def tasks() -> dict:
     """Every registered task by name."""
     from ctxlens.tasks.base import TASKS
 
-    _load_builtin()
-    return dict(TASKS)
+    return TASKS.as_dict()
 
 
 def get_task(name: str):

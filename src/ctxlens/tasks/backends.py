@@ -1,6 +1,6 @@
 """Greedy decoding of task prompts: transformers (default), vLLM (optional), or an HTTP endpoint.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) scores
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) scores
 transformers, SSMs, RNNs and hybrids alike on what they generate. Every backend here takes
 token ids (so the model sees exactly the fitted prompt), decodes greedily up to each prompt's
 budget, stops at an end-of-sequence token, and returns only the generated text -- never the

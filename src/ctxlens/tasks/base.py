@@ -1,6 +1,6 @@
 """What a task is, what a sample holds, and the task registry (with typo suggestions).
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1 and
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1 and
 6-18) scores models on the 13 RULER tasks. Each task here is a generator (``build``: one sample
 from a ``Setup``) plus RULER's generation budget and metric (``all``: fraction of references
 found; ``part``: any reference found). ``Setup`` carries what every sample of one batch shares:
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.errors import CtxlensError
+from ctxlens.core.registry import Registry
 from ctxlens.tasks.render import Frame
 from ctxlens.tasks.tokens import Encoder
 
@@ -107,23 +108,22 @@ class Refit(Exception):
     """Raised when the piecewise encoding disagreed with a full one: build the sample again."""
 
 
-TASKS: dict[str, Task] = {}
+def _load_tasks() -> None:
+    """Import the task modules (``ctxlens.tasks._MODULES``); each registers its tasks."""
+    from ctxlens.tasks import _load_builtin
+
+    _load_builtin()
+
+
+TASKS: Registry[Task] = Registry("task", load=_load_tasks)
 
 
 def register(task: Task) -> Task:
-    if task.name in TASKS:
-        raise ValueError(f"task {task.name!r} registered twice")
-    TASKS[task.name] = task
-    return task
+    return TASKS.add(task.name, task)
 
 
 def get_task(name: str) -> Task:
     """The task called ``name``, or an error with the closest name and the full list."""
-    from ctxlens.tasks import _load_builtin
-
-    _load_builtin()
-    if name not in TASKS:
-        raise unknown("task", name, TASKS)
     return TASKS[name]
 
 

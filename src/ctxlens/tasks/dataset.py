@@ -1,6 +1,6 @@
 """Generate a task's samples at one length, cached on disk.
 
-The datasets behind seed 002's tables ("How Well Can a Long Sequence Model Model Long
+The datasets behind the long-sequence paper's tables ("How Well Can a Long Sequence Model Model Long
 Sequences?", Tables 1-4, 6-18) are deterministic functions of (task, generator version,
 tokenizer, length, seed, sample count, options); ``generate`` stores each batch under a hash of
 exactly those and reads it back on the next call. A sample never depends on how many samples

@@ -1,6 +1,6 @@
 """Write generated samples in RULER's JSONL shape, so other harnesses can run ctxlens data.
 
-RULER (the benchmark of seed 002, "How Well Can a Long Sequence Model Model Long Sequences?")
+RULER (the benchmark of the long-sequence paper, "How Well Can a Long Sequence Model Model Long Sequences?")
 reads ``<dir>/<length>/data/<task>/validation.jsonl`` with one object per line:
 ``index``, ``input`` (the prompt up to the answer prefix), ``outputs`` (references), ``length``
 (prompt tokens + budget), ``length_w_model_temp``, ``answer_prefix``, and ``others.id`` as the

@@ -1,6 +1,6 @@
 """Exact-length fitting and depth placement for the RULER-style tasks.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1-4)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 1-4)
 reads accuracy per context length and needle depth, so both must be what they claim to be.
 Two pieces do that here:
 

@@ -1,6 +1,6 @@
 """Haystacks of the RULER tasks: a repeated noise line, an essay corpus, or distractor needles.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4 and Table 4)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4 and Table 4)
 compares needles hidden in repeated sentences ("Repeat") with needles hidden in essays
 ("Essay"); RULER's third haystack is made of other needles. As in RULER:
 

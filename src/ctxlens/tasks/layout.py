@@ -1,6 +1,6 @@
 """Lay needles into a haystack stream at token depths, and fit the whole prompt to the length.
 
-Shared by the needle tasks, variable tracking and document QA (seed 002, "How Well Can a Long
+Shared by the needle tasks, variable tracking and document QA (the long-sequence paper, "How Well Can a Long
 Sequence Model Model Long Sequences?", Section 4 and Tables 2-4: needle depth and haystack
 format). A prompt is ``before + context + after`` where the context is the first W words of a
 haystack ``Stream`` with inserts (needles, chain lines, documents) placed at the unit boundary

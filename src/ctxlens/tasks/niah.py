@@ -1,7 +1,7 @@
 """The eight RULER needle-in-a-haystack tasks (niah_single_1..3, niah_multikey_1..3, niah_multivalue,
 niah_multiquery).
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?"): Table 1 aggregates them,
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?"): Table 1 aggregates them,
 Tables 6-13 report each, Tables 2-3 sweep the depth of one needle and Table 4 varies haystack,
 key and value types. Template, needle sentence, key/value spaces, haystacks and the 128-token
 budget follow RULER (``scripts/data/synthetic/niah.py``, ``constants.py``, ``synthetic.yaml``):

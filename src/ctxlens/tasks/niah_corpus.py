@@ -1,6 +1,6 @@
 """``niah_corpus``: one needle in the built-in corpus's own wording, for the zoo models.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4, Tables 2-3)
 sweeps the depth of a single needle at and beyond the training length. RULER's wording ("One of
 the special magic numbers for ... is: ...") is foreign to models trained on the built-in corpus
 (``ctxlens.data.corpus``), which retrieve nothing in it; this task asks in the wording they were

@@ -1,7 +1,7 @@
 """RULER document QA (``qa_1``: SQuAD, ``qa_2``: HotpotQA), optionally position-weighted.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Tables 17-18) reports
-both; seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Tables 17-18) reports
+both; the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1, Figures
 8-9) draws the golden paragraph's distance x to the end of the input with P(x) ∝ (1 - x/L)^gamma.
 As RULER (``scripts/data/synthetic/qa.py``; 32-token budget, metric ``part``): documents
 ``Document {i}:\\n{text}`` joined by blank lines inside the QA template; the question's own

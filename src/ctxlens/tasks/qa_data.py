@@ -1,7 +1,7 @@
 """Question-answering data for ``qa_1`` / ``qa_2``: SQuAD v2 and HotpotQA files, and a built-in source.
 
-RULER's QA tasks (seed 002, "How Well Can a Long Sequence Model Model Long Sequences?", Tables
-17-18; seed 001, "Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1) read
+RULER's QA tasks (the long-sequence paper, "How Well Can a Long Sequence Model Model Long Sequences?", Tables
+17-18; the intrinsic-entropy paper, "Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.1) read
 SQuAD v2's dev set and HotpotQA's distractor dev set. The loaders read those public formats as
 RULER does (``scripts/data/synthetic/qa.py``):
 

@@ -1,6 +1,6 @@
 """How a task's text becomes the model's prompt: plain text, or the tokenizer's chat template.
 
-RULER (the benchmark of seed 002, "How Well Can a Long Sequence Model Model Long Sequences?",
+RULER (the benchmark of the long-sequence paper, "How Well Can a Long Sequence Model Model Long Sequences?",
 Section 4) wraps every prompt in one of a fixed list of hand-written model templates and then
 appends the answer prefix as plain text. ctxlens instead asks the tokenizer itself:
 

@@ -1,6 +1,6 @@
 """Scoring of RULER-style answers, and the summaries read off scored rows.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) scores RULER
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) scores RULER
 by matching predicted text; RULER's scorer (``scripts/eval/evaluate.py``,
 ``scripts/eval/synthetic/constants.py``) strips the prediction, turns control characters into
 newlines, and counts a reference as found when it occurs in the prediction, ignoring case:

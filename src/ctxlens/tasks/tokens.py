@@ -1,6 +1,6 @@
 """Incremental token counting: a prompt is a list of text pieces, each encoded once and cached.
 
-RULER (seed 002's benchmark, "How Well Can a Long Sequence Model Model Long Sequences?",
+RULER (the long-sequence paper's benchmark, "How Well Can a Long Sequence Model Model Long Sequences?",
 Section 4) fits a prompt to a length by re-tokenising the whole text again and again; samples
 then fall short of the length by up to a third. ctxlens builds a prompt from *pieces* (a haystack
 line, a sentence, a needle, the template text around them) and counts tokens by summing the

@@ -1,6 +1,6 @@
 """RULER variable tracking (``vt``): find every variable bound to a value through a chain of assignments.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Table 14) and seed 001
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 14) and the intrinsic-entropy paper
 ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figure A.3-1) report it.
 As RULER (``scripts/data/synthetic/variable_tracking.py``; 1 chain of 4 hops, noise haystack,
 30-token budget): a chain ``VAR A = 12345``, ``VAR B = VAR A``, ... of 5-letter upper-case names

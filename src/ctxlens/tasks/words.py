@@ -1,6 +1,6 @@
 """Key and value spaces of the RULER tasks: adjective-noun words, 7-digit numbers, UUID4s.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4 and Tables
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4 and Tables
 1, 4, 6-18) evaluates with RULER, whose needles pair a key with a value drawn from one of three
 spaces: ``words`` ("adjective-noun", e.g. ``quiet-harbor``), ``numbers`` (7 digits, first digit
 non-zero) and ``uuids`` (random UUID version 4). RULER takes its words from the ``wonderwords``

@@ -1,4 +1,4 @@
-"""Figures of seed 000 ("How much do contextualized representations encode long-range context?").
+"""Figures of the geometry paper ("How much do contextualized representations encode long-range context?").
 
 ACCS / self-similarity / anisotropy vs layer (Section 4, Figure 1), vs relative boundary
 (Section 5.2, Figure 4), vs length (Section 5.3, Figure 5); anisotropy vs prefix compression

@@ -1,4 +1,4 @@
-"""Figures of seed 003 ("On the token distance modeling ability of higher RoPE attention dimension").
+"""Figures of the rope-distance paper ("On the token distance modeling ability of higher RoPE attention dimension").
 
 Top-k dimension histograms (Section 4.1, Figure 1), dominant dimension vs distance (Sections
 4.2.1-4.2.2, Figure 3), RoPE-pair ablation (Section 4.2.3, Figure 4), heads ranked by their

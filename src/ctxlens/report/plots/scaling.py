@@ -1,4 +1,4 @@
-"""Figures of seed 001 ("Intrinsic Entropy of Context Length Scaling in LLMs"), and token-loss.
+"""Figures of the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), and token-loss.
 
 CE vs visible context with the fitted C0 + C / l^gamma (Section 2.2.2, Eq. 3, Figure 2);
 eigen-spectra per length and CE vs intrinsic entropy / dimension / KDE entropy with linear fits

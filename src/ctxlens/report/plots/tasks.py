@@ -1,4 +1,4 @@
-"""Figures of seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4).
+"""Figures of the long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4).
 
 RULER score per task and length with the effective length (Table 1, Tables 6-18), needle
 depth x length heatmaps (Tables 2-3) and needle format tables (Table 4). Scores are percent.

@@ -1,0 +1,147 @@
+"""One generic registry (``ctxlens.core.registry``) behind every table of named things, and the
+experiment declarations read from it: ``ctxlens run EXPERIMENT --help`` and ``ctxlens experiments``."""
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from ctxlens.cli import main
+from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import option
+from ctxlens.core.registry import Registry
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke
+from ctxlens.experiments.catalog import options_help
+
+
+# ------------------------------------------------------------------------------- Registry
+def test_unknown_name_raises_one_sentence_with_a_suggestion():
+    colours = Registry("colour")
+    colours.add("green", 1)
+    colours.add("purple", 2)
+    with pytest.raises(CtxlensError) as err:
+        colours["gren"]
+    message = str(err.value)
+    assert "Unknown colour 'gren'" in message and "Did you mean 'green'?" in message and "\n" not in message
+    assert "purple" in message  # the full list
+
+
+def test_double_registration_is_refused_and_keeps_the_first():
+    colours = Registry("colour")
+    colours.add("green", 1)
+    with pytest.raises(ValueError, match="colour 'green' registered twice"):
+        colours.add("green", 2)
+    assert colours["green"] == 1 and colours.names() == ["green"]
+
+
+def test_load_hook_runs_once_on_first_lookup():
+    calls = []
+    things = Registry("thing", load=lambda: (calls.append(1), things.add("a", "A")))
+    assert calls == []
+    assert "a" in things and things["a"] == "A" and list(things) == ["a"] and len(things) == 1
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("module,attr,kind,typo,suggestion", [
+    ("ctxlens.experiments.registry", "EXPERIMENTS", "experiment", "sufix-ppl", "suffix-ppl"),
+    ("ctxlens.tasks.base", "TASKS", "task", "niah_singel_1", "niah_single_1"),
+    ("ctxlens.report.registry", "PLOTTERS", "plotter", "sufix-ppl", "suffix-ppl"),
+    ("ctxlens.lm.families", "FAMILIES", "model family", "lama", "llama"),
+    ("ctxlens.core.papers", "PAPERS", "paper", "geometri", "geometry"),
+])
+def test_every_table_of_names_is_a_registry_with_suggestions(module, attr, kind, typo, suggestion):
+    import importlib
+
+    table = getattr(importlib.import_module(module), attr)
+    assert isinstance(table, Registry) and table.kind == kind
+    with pytest.raises(CtxlensError, match=f"Did you mean '{suggestion}'"):
+        table[typo]
+
+
+# ------------------------------------------------------------------------------- --help
+@dataclass
+class _Config:
+    lengths: list[int] = option(factory=lambda: [128, 256], help="window lengths in tokens")
+    scale: float | None = option(None, help="scale, or none for the model's")
+    plain: int = 3
+
+
+def _declared() -> Experiment:
+    return Experiment("toy", _Config, lambda c: [], lambda *a: [], paper="geometry", section="Section 4",
+                      smoke=Smoke({}, unmeasured="a toy"), demo=(DemoStep("own", {}),), doc="a toy.")
+
+
+def _options(lines: list[str]) -> dict[str, list[str]]:
+    """{flag: [type, default, help]} of the option lines (columns are 2+ spaces apart)."""
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("  --")]
+    return {c[0]: c[1:] for c in cells if len(c) >= 3}
+
+
+def test_options_help_lists_type_default_and_help_of_every_option():
+    lines = options_help(_declared()).splitlines()
+    assert lines[0] == "toy: a toy."
+    assert lines[1] == "paper: How much do contextualized representations encode long-range context? (Section 4)"
+    assert _options(lines) == {"--lengths": ["list[int]", "128,256", "window lengths in tokens"],
+                               "--scale": ["float | None", "none", "scale, or none for the model's"],
+                               "--plain": ["int", "3"]}
+
+
+def test_run_experiment_help_lists_its_options(capsys):
+    assert main(["run", "suffix-ppl", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: ctxlens run" in out and "--model MODEL" in out  # the run command's own flags first
+    options = _options(out.splitlines())
+    # suffix-ppl's Config: lengths [256, 512, 1024, 2048], suffix_len 32, source "builtin:test"
+    assert options["--lengths"] == ["list[int]", "256,512,1024,2048"]
+    assert options["--suffix-len"] == ["int", "32"]
+    assert options["--source"] == ["str", "builtin:test"]
+    assert "the geometry paper" not in out and "How much do contextualized" in out
+
+
+def test_run_help_with_a_typo_is_one_sentence_and_exit_2(capsys):
+    assert main(["run", "sufix-ppl", "--help"]) == 2
+    captured = capsys.readouterr()
+    assert "usage" not in captured.out
+    assert "Did you mean 'suffix-ppl'?" in captured.err and captured.err.count("\n") == 1
+
+
+def test_experiments_lists_every_experiment_with_its_paper(capsys):
+    from ctxlens.experiments.registry import experiments
+
+    assert main(["experiments"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[0]: line.split()[2] for line in lines[1:]}
+    assert set(listed) == set(experiments())
+    assert listed["accs-layers"] == "geometry" and listed["ruler"] == "long-sequence"
+    assert listed["token-loss"] == "-"
+
+
+# ------------------------------------------------------------------------------- declarations
+@pytest.mark.parametrize("change,message", [
+    ({"paper": "geometri"}, "Did you mean 'geometry'"),
+    ({"smoke": Smoke({})}, "neither smoke.at_length nor why"),
+    ({"demo": (DemoStep("zooo", {}),)}, "demo step on models 'zooo'"),
+    ({"demo": (DemoStep("own", {}),)}, "demo step on models 'own'"),  # it loads a model
+])
+def test_a_declaration_that_cannot_be_read_is_refused_at_registration(change, message):
+    from dataclasses import replace
+
+    from ctxlens.experiments.registry import EXPERIMENTS, register
+
+    bad = replace(_declared(), **{"name": "toy-refused", "demo": (DemoStep("zoo", {}),), **change})
+    with pytest.raises(CtxlensError, match=message):
+        register(bad)
+    assert "toy-refused" not in EXPERIMENTS
+
+
+def test_an_experiment_is_what_registers_not_a_file_name():
+    """Every module of ``ctxlens.experiments`` is imported; those that register are the experiments."""
+    import pkgutil
+
+    import ctxlens.experiments as package
+    from ctxlens.experiments.registry import experiments
+
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    declared = experiments()
+    assert {e.run.__module__.rsplit(".", 1)[1] for e in declared.values()} <= modules
+    assert len(declared) == 22 and {"base", "registry", "catalog"} <= modules  # helpers register nothing
