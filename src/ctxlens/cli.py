@@ -127,14 +127,14 @@ def _experiment_options(extra: list[str]) -> dict:
 
 
 def _read_yaml(path: str) -> dict:
-    import yaml
+    from ctxlens.core import files, yaml_safe
 
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
+        data = yaml_safe.load(files.read_text(Path(path)), f"Config file '{path}'")
+    except (FileNotFoundError, IsADirectoryError):
         raise CtxlensError(f"Config file '{path}' does not exist; check the path.") from None
-    except yaml.YAMLError as err:
-        raise CtxlensError(f"Config file '{path}' is not valid YAML ({str(err).splitlines()[0]}); fix its syntax.") from None
+    except UnicodeDecodeError:
+        raise CtxlensError(f"Config file '{path}' is not UTF-8 text; pass a YAML file.") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -81,4 +81,4 @@ def test_model_spec_and_options_never_become_paths(tmp_path):
     assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(out), "--no-progress",
                  "--lengths", "8", "--n-samples", "1", "--text-field", "../../x"]) == 0
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == \
-        ["config.yaml", "env.json", "results.jsonl", "units.jsonl"]
+        [".ctxlens-lock", "config.yaml", "env.json", "results.jsonl", "units.jsonl"]

@@ -32,7 +32,8 @@ from ctxlens.core.env import environment
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist
-from ctxlens.runner.store import RunStore, check_config, committed_units, log_names, read_config
+from ctxlens.runner import lock
+from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +133,22 @@ def run(
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the run.")
     run_cfg = run_config(experiment, models, options, model_options)
+    check_ours(out)
     check_config(out, run_cfg, compare_keys=COMPARE_KEYS)
     shard = dist.from_env()
+    lock.check_free(out, shard.rank if shard.sharded else None)
     load_options = {k: model_options[k] for k in LOAD_KEYS if model_options.get(k) is not None}
     if "device" in load_options:
         load_options["device"] = shard.device(load_options["device"])
     writer = _Writer(out, run_cfg, shard, load_options.get("device"))
+    try:
+        return _run_models(exp, config, experiment, models, out, writer, shard, load_options, model_options, progress)
+    finally:
+        if writer.store is not None:
+            writer.store.close()
+
+
+def _run_models(exp, config, experiment, models, out, writer, shard, load_options, model_options, progress):
     done = committed_units(out)
     index = 0
     for position, spec in enumerate(models):
@@ -152,8 +163,27 @@ def run(
         for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
             rows = exp.run(lm, config, unit, cache)
             store = writer.open(models[:position + 1]) if n == 0 else writer.store
+            if RunStore.unit_key(unit) in store.done():
+                continue  # another writer committed it while this one computed (it has since finished)
             store.commit(RunStore.unit_key(unit), [{**unit, **columns, **row} for row in rows])
         del lm, cache
+    listed = (read_config(out) or {}).get("models") or []
+    if writer.store is None and out.is_dir() and set(models) <= set(listed):
+        dist.barrier(shard, load_options.get("device"))
+        return FinishedRun(out, log_names(shard.rank if shard.sharded else None)[0])  # writes nothing
     store = writer.open(models)  # every model is finished or committed: the config lists them all
     dist.barrier(shard, load_options.get("device"))
     return store
+
+
+class FinishedRun:
+    """What ``run`` returns for a run that had nothing left to do: its rows, read-only."""
+
+    def __init__(self, directory: Path, results_name: str):
+        self.dir, self.repairs, self.results_path = directory, [], directory / results_name
+
+    def rows(self) -> list[dict]:
+        return read_rows(self.dir)
+
+    def done(self) -> set[str]:
+        return committed_units(self.dir)

@@ -24,6 +24,17 @@ rule without touching any file, for report readers that may run next to a live r
 
 Several ranks may share a directory, each writing its own pair of files
 (``results.rank{R}.jsonl`` / ``units.rank{R}.jsonl``); each pair is one writer's log.
+
+What a store refuses, before changing any byte (one sentence each):
+
+- a second writer of the same log pair while the first lives (``runner.lock``);
+- run files that are links or special files (FIFOs, devices): nothing is read or written through
+  them (``core.files``);
+- a directory that is not a ctxlens run: files in it but none of ours, or a results file whose
+  commit log is missing (deleting ``units.jsonl`` must not silently drop committed rows);
+- committed rows that do not match their commit log (a line edited or corrupted in the middle):
+  repair only ever cuts the uncommitted tail, so it first checks that every committed unit's
+  rows are where its log says and parse as JSON.
 """
 
 from __future__ import annotations
@@ -37,7 +48,9 @@ from pathlib import Path
 
 import yaml
 
+from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
+from ctxlens.runner.lock import WriterLock
 
 _UNSET = "<unset>"
 
@@ -59,35 +72,8 @@ def _dumps_line(obj) -> bytes:
     return (json.dumps(_clean(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 
-def _append(path: Path, data: bytes, start: int | None = None) -> int:
-    """Append ``data`` to ``path`` durably; return the file's size afterwards.
-
-    With ``start``, first cut off anything past that offset (rows a failed commit left behind).
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        if start is not None and os.fstat(fd).st_size != start:
-            os.ftruncate(fd, start)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        return os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ranks may write the same file at once
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _read_bytes(path: Path) -> bytes:
-    return path.read_bytes() if path.exists() else b""
+    return files.read_bytes(path)
 
 
 def _committed_units(units: bytes, results_size: int) -> tuple[list[dict], int]:
@@ -112,24 +98,42 @@ def _committed_units(units: bytes, results_size: int) -> tuple[list[dict], int]:
     return entries, valid_bytes
 
 
-def _parse_rows(path: Path, data: bytes) -> list[dict]:
-    rows = []
-    for number, line in enumerate(data.splitlines(), start=1):
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            raise CtxlensError(
-                f"{path} line {number} is not valid JSON; the run directory is corrupt, "
-                "so start the run again in a new --out directory."
-            ) from None
+def _corrupt(path: Path, where: str) -> CtxlensError:
+    return CtxlensError(
+        f"{path} {where}, so it was changed by something other than ctxlens; nothing was modified: "
+        "restore the file, or start the run again in a new --out directory."
+    )
+
+
+def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[dict]:
+    """The rows of the committed units, each unit checked against its commit-log entry: its rows
+    end on a line boundary at the logged offset, there are as many as logged, and each parses."""
+    rows, start, number = [], 0, 0
+    for entry in entries:
+        chunk = data[start:entry["end"]]
+        if chunk and not chunk.endswith(b"\n"):
+            raise _corrupt(path, f"does not end a line at byte {entry['end']}, where unit {entry['unit'][:80]} ends")
+        lines = chunk.splitlines()
+        if len(lines) != entry["rows"]:
+            raise _corrupt(path, f"holds {len(lines)} rows where its commit log says {entry['rows']} "
+                                 f"(unit {entry['unit'][:80]})")
+        for line in lines:
+            number += 1
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                raise _corrupt(path, f"line {number} is not a JSON row")
+            rows.append(row)
+        start = entry["end"]
     return rows
 
 
 def _read_committed(results: Path, units: Path) -> list[dict]:
     data = _read_bytes(results)
     entries, _ = _committed_units(_read_bytes(units), len(data))
-    end = entries[-1]["end"] if entries else 0
-    return _parse_rows(results, data[:end])
+    return _committed_rows(results, data, entries)
 
 
 def log_names(rank: int | None) -> tuple[str, str]:
@@ -156,6 +160,7 @@ def read_rows(directory: str | os.PathLike) -> list[dict]:
     directory = Path(directory)
     if not directory.is_dir():
         raise CtxlensError(f"{directory} is not a ctxlens run directory; pass the --out directory of a run.")
+    check_ours(directory)
     return [row for results, units in _logs(directory) for row in _read_committed(results, units)]
 
 
@@ -171,7 +176,45 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
 def read_config(directory: str | os.PathLike) -> dict | None:
     """The run's ``config.yaml``, or None when there is none (read-only)."""
     path = Path(directory) / "config.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+    files.refuse_link_or_special(path)
+    if not path.exists():
+        return None
+    config = yaml_safe.load(files.read_text(path), str(path))
+    if not isinstance(config, dict):
+        raise CtxlensError(f"{path} does not hold a run configuration; restore it, or start the run again in a "
+                           "new --out directory.")
+    return config
+
+
+_OURS = re.compile(r"(config\.yaml|env\.json|(results|units)(\.rank\d+)?\.jsonl|\.ctxlens-lock(\.rank\d+)?"
+                   r"|\..+\.\d+\.tmp)")
+_RUN_FILES = re.compile(r"(config\.yaml|(results|units)(\.rank\d+)?\.jsonl|env\.json)")
+
+
+def check_ours(directory: str | os.PathLike) -> None:
+    """Raise unless ``directory`` (if it exists) is empty or a ctxlens run: some run file of ours
+    in it, none of them a link or special file, and no results file without its commit log.
+    Reads names and file types only; changes nothing."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return
+    names = [p.name for p in directory.iterdir()]
+    for name in names:
+        if _OURS.fullmatch(name):
+            files.refuse_link_or_special(directory / name)
+    foreign = [n for n in names if not _OURS.fullmatch(n)]
+    if foreign and not any(_RUN_FILES.fullmatch(n) for n in names):
+        raise CtxlensError(f"{directory} holds files but is not a ctxlens run directory; pass a new or empty "
+                           "--out directory.")
+    for name in names:
+        if m := re.fullmatch(r"results(\.rank\d+)?\.jsonl", name):
+            units = f"units{m.group(1) or ''}.jsonl"
+            if units not in names and (directory / name).stat().st_size > 0:
+                raise CtxlensError(
+                    f"{directory / name} has rows but its commit log {units} is missing, so ctxlens cannot tell "
+                    f"committed rows from foreign ones and will not touch it; restore {units}, or move "
+                    f"{name} away to start the run afresh."
+                )
 
 
 def check_config(directory: str | os.PathLike, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
@@ -196,26 +239,47 @@ class RunStore:
     def __init__(self, directory: str | os.PathLike, *, results_name: str = "results.jsonl",
                  units_name: str = "units.jsonl"):
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        check_ours(self.dir)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise files.user_error(err, self.dir, "create") or err from None
         self.results_path = self.dir / results_name
         self.units_path = self.dir / units_name
+        rank = re.fullmatch(r"results(?:\.rank(\d+))?\.jsonl", results_name)
+        self.lock = WriterLock(self.dir, int(rank.group(1)) if rank and rank.group(1) else None)
         self.repairs: list[str] = []
-        self._repair()
+        try:
+            self.lock.acquire()
+            self._repair()
+        except OSError as err:
+            self.lock.release()
+            raise files.user_error(err, self.dir, "open the run in") or err from None
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def close(self) -> None:
+        """Give up the writer's lock; the store can still read, but not commit."""
+        self.lock.release()
 
     def _repair(self) -> None:
-        results_size = self.results_path.stat().st_size if self.results_path.exists() else 0
+        """Cut the uncommitted tails, after checking that every committed unit is intact."""
+        data = _read_bytes(self.results_path)
+        results_size = len(data)
         units = _read_bytes(self.units_path)
         entries, valid_bytes = _committed_units(units, results_size)
+        _committed_rows(self.results_path, data, entries)  # raises, before any change, on a corrupt row
         if valid_bytes < len(units):
             dropped = len(units[valid_bytes:].splitlines())
-            os.truncate(self.units_path, valid_bytes)
+            files.truncate(self.units_path, valid_bytes)
             self.repairs.append(
                 f"dropped {dropped} truncated or invalid line(s) at the end of {self.units_path.name}"
             )
         end = entries[-1]["end"] if entries else 0
         if results_size > end:
-            tail = self.results_path.read_bytes()[end:]
-            os.truncate(self.results_path, end)
+            tail = data[end:]
+            files.truncate(self.results_path, end)
             partial = "" if tail.endswith(b"\n") else " (the last one cut off mid-line)"
             self.repairs.append(
                 f"dropped {len(tail.splitlines())} uncommitted rows of an interrupted unit{partial} "
@@ -223,16 +287,23 @@ class RunStore:
             )
         self._done = {entry["unit"] for entry in entries}
         self._end, self._units_end = end, valid_bytes
+        files.append(self.units_path, b"")  # the log exists before any row: results never outlive it
 
     def write_config(self, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
         check_config(self.dir, config, compare_keys=compare_keys)
-        _atomic_write(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        self._write(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+    def _write(self, path: Path, text: str) -> None:
+        try:
+            files.atomic_write(path, text)
+        except OSError as err:
+            raise files.user_error(err, path, "write") or err from None
 
     def read_config(self) -> dict | None:
         return read_config(self.dir)
 
     def write_env(self, env: dict) -> None:
-        _atomic_write(self.dir / "env.json", json.dumps(_clean(env), indent=2, allow_nan=False) + "\n")
+        self._write(self.dir / "env.json", json.dumps(_clean(env), indent=2, allow_nan=False) + "\n")
 
     def done(self) -> set[str]:
         return set(self._done)
@@ -240,9 +311,17 @@ class RunStore:
     def commit(self, unit: str, rows: list[dict]) -> None:
         if unit in self._done:
             raise ValueError(f"unit {unit!r} is already committed in {self.dir}")
-        end = _append(self.results_path, b"".join(_dumps_line(row) for row in rows), self._end)
-        line = _dumps_line({"unit": unit, "rows": len(rows), "end": end})
-        self._units_end = _append(self.units_path, line, self._units_end)
+        if not self.lock.held:
+            raise ValueError(f"this store of {self.dir} is closed; open a new RunStore to write")
+        path = self.results_path
+        try:
+            end = files.append(path, b"".join(_dumps_line(row) for row in rows), self._end)
+            line = _dumps_line({"unit": unit, "rows": len(rows), "end": end})
+            path = self.units_path
+            self._units_end = files.append(path, line, self._units_end)
+        except OSError as err:
+            # the unit is not committed; what reached the files is cut at the next open
+            raise files.user_error(err, path, "write to") or err from None
         self._done.add(unit)
         self._end = end
 
