@@ -121,7 +121,10 @@ def _experiment_options(extra: list[str]) -> dict:
                 value, i = extra[i + 1], i + 1
             else:
                 value = "true"
-        opts[name.replace("-", "_")] = value
+        key = name.replace("-", "_")
+        if key in opts:
+            raise CtxlensError(f"Option --{name} is given twice ({opts[key]!r:.40} and {value!r:.40}); give it once.")
+        opts[key] = value
         i += 1
     return opts
 

@@ -22,8 +22,10 @@ list, and ranks walk the models in the same order, so ranks of a sharded run agr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -39,6 +41,33 @@ log = logging.getLogger(__name__)
 
 LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
 COMPARE_KEYS = ("experiment", "options", "model_options")  # a resume must match these; models may grow
+
+
+@dataclass
+class ModelOptions:
+    """The typed model options (``--dtype`` ... ``--rope-layers``); booleans parse strictly, so
+    ``trust_remote_code: "false"`` in a YAML file is False, and ``"maybe"`` is an error."""
+
+    dtype: str | None = None
+    device: str | None = None
+    offload_folder: str | None = None
+    attn_implementation: str | None = None
+    trust_remote_code: bool | None = None
+    revision: str | None = None
+    rope_theta: float | None = None
+    allow_extrapolation: bool | None = None
+    rope_layers: str | None = None
+
+
+_UNTYPED = ("device_map", "rope_scaling")  # "auto" / a device / {module: device}; a dict: the loader and lm.rope check them
+
+
+def parse_model_options(raw: dict) -> dict:
+    """``raw`` checked and typed against ``ModelOptions`` (plus the two structured options);
+    keys left unset are dropped."""
+    typed = make_config(ModelOptions, {k: v for k, v in raw.items() if v is not None and k not in _UNTYPED})
+    return {**{k: v for k, v in dataclasses.asdict(typed).items() if v is not None},
+            **{k: raw[k] for k in _UNTYPED if raw.get(k) is not None}}
 
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
@@ -120,7 +149,7 @@ def run(
     """
     from ctxlens.core.errors import CtxlensError
 
-    options, model_options, out = dict(options or {}), dict(model_options or {}), Path(out)
+    options, model_options, out = dict(options or {}), parse_model_options(model_options or {}), Path(out)
     if not progress:
         from transformers.utils import logging as hf_logging
 

@@ -1,0 +1,97 @@
+"""Issue 24 parts 2 and 9: booleans parse strictly wherever they come from (a quoted "false" in
+YAML once ran a model directory's own code), and an option given twice is an error."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+
+import pytest
+
+from ctxlens.cli import main
+from ctxlens.core.errors import CtxlensError
+from ctxlens.experiments import experiments, make_config
+from ctxlens.runner.execute import ModelOptions, parse_model_options
+
+BOOL_MODEL_OPTIONS = [f.name for f in dataclasses.fields(ModelOptions) if "bool" in str(f.type)]
+
+
+def test_the_boolean_model_options_are_known():
+    assert sorted(BOOL_MODEL_OPTIONS) == ["allow_extrapolation", "trust_remote_code"]
+
+
+@pytest.mark.parametrize("name", BOOL_MODEL_OPTIONS)
+@pytest.mark.parametrize("text,value", [("false", False), ("no", False), ("0", False), ("False", False),
+                                        ("true", True), ("yes", True), ("1", True), (False, False), (True, True)])
+def test_boolean_model_option_parses_strictly(name, text, value):
+    assert parse_model_options({name: text}) == {name: value}
+
+
+@pytest.mark.parametrize("name", BOOL_MODEL_OPTIONS)
+@pytest.mark.parametrize("bad", ["maybe", "", "off!", 2, 0.5, [True]])
+def test_boolean_model_option_refuses_anything_else(name, bad):
+    with pytest.raises(CtxlensError, match=name):
+        parse_model_options({name: bad})
+
+
+def _bool_options():
+    for exp_name, exp in sorted(experiments().items()):
+        hints = typing.get_type_hints(exp.Config)
+        for f in dataclasses.fields(exp.Config):
+            if hints[f.name] in (bool, bool | None, typing.Optional[bool]):
+                yield exp_name, f.name
+
+
+@pytest.mark.parametrize("exp_name,option", list(_bool_options()))
+def test_every_boolean_experiment_option_is_strict(exp_name, option):
+    Config = experiments()[exp_name].Config
+    for text, value in (("false", False), ("no", False), ("0", False), ("true", True)):
+        try:
+            config = make_config(Config, {option: text})
+        except CtxlensError as err:  # a cross-field check may refuse the value itself: not a parse result
+            assert option not in str(err) or "must be" not in str(err)
+            continue
+        assert getattr(config, option) is value
+    with pytest.raises(CtxlensError, match=option):
+        make_config(Config, {option: "maybe"})
+
+
+def _evil_model(tmp_path):
+    marker = tmp_path / "remote-code-ran"
+    model = tmp_path / "custom"
+    model.mkdir()
+    (model / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "evil-custom", "architectures": ["EvilModel"],
+        "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}}))
+    return model, marker
+
+
+@pytest.mark.parametrize("value", ['"false"', "'no'", '"0"', "false"])
+def test_quoted_false_in_yaml_does_not_run_remote_code(value, tmp_path, capsys):
+    model, marker = _evil_model(tmp_path)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"experiment: token-loss\nmodel: {model}\nout: {tmp_path / 'r'}\n"
+                   f"model_options:\n  trust_remote_code: {value}\n")
+    assert main(["run", "--config", str(cfg), "--no-progress"]) == 2
+    assert not marker.exists() and not (tmp_path / "r").exists()
+
+
+def test_unparseable_boolean_in_yaml_is_one_sentence(tmp_path, capsys):
+    model, marker = _evil_model(tmp_path)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(f"experiment: token-loss\nmodel: {model}\nout: {tmp_path / 'r'}\n"
+                   "model_options:\n  trust_remote_code: 'nope'\n")
+    assert main(["run", "--config", str(cfg), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "trust_remote_code" in err and "\n" not in err.strip()
+    assert not marker.exists()
+
+
+def test_option_given_twice_is_an_error(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(out), "--no-progress",
+                 "--lengths", "8", "--lengths", "16"]) == 2
+    assert "given twice" in capsys.readouterr().err
+    assert not out.exists()
