@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.runner.store import read_rows
 
@@ -70,18 +72,31 @@ def run_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     return list(dict.fromkeys(found))
 
 
-def _read_config(path: Path, problems: list[str]) -> dict | None:
-    import yaml
+def text_safe(value):
+    """``value`` with every lone surrogate (valid in JSON, not encodable in UTF-8) replaced by U+FFFD,
+    in strings, keys and nested containers: whatever a row holds can be written out."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {text_safe(k): text_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [text_safe(v) for v in value]
+    return value
 
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _read_config(path: Path, problems: list[str]) -> dict | None:
     file = path / "config.yaml"
     if not file.exists():
         return None
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        problems.append(f"config.yaml could not be read ({str(err).splitlines()[0]})")
+        data = yaml_safe.load(files.read_text(file), "config.yaml")
+    except (CtxlensError, UnicodeDecodeError) as err:
+        problems.append(f"config.yaml could not be read ({str(err).splitlines()[0][:200]})")
         return None
-    return data if isinstance(data, dict) else {"config": data}
+    return text_safe(data) if isinstance(data, dict) else {"config": text_safe(data)}
 
 
 def _read_env(path: Path, problems: list[str]) -> dict | None:
@@ -89,7 +104,7 @@ def _read_env(path: Path, problems: list[str]) -> dict | None:
     if not file.exists():
         return None
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = text_safe(json.loads(files.read_text(file)))
     except (ValueError, UnicodeDecodeError) as err:
         problems.append(f"env.json could not be read ({err})")
         return None
@@ -97,13 +112,13 @@ def _read_env(path: Path, problems: list[str]) -> dict | None:
 
 
 def _line_count(path: Path) -> int:
-    return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    return sum(1 for line in files.read_bytes(path).splitlines() if line.strip())
 
 
 def read_run(path: str | os.PathLike) -> Run:
     """Committed rows, config, env and the count of uncommitted result lines of one run."""
     path = Path(path)
-    rows = read_rows(path)
+    rows = text_safe(read_rows(path))
     problems: list[str] = []
     written = sum(_line_count(f) for f in path.glob("results*.jsonl"))
     return Run(path, rows, _read_config(path, problems), _read_env(path, problems),

@@ -12,6 +12,7 @@ When one model appears in several runs of the same experiment its series is ``mo
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import matplotlib
 
+from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
 from ctxlens.report import findings as _findings
 from ctxlens.report import html as h
@@ -66,11 +68,23 @@ class Report:
         return [(s.experiment, p) for s in self.sections for p in s.panels]
 
 
+LABEL_CHARS = 60  # longest model or run name drawn in a figure or table; the runs section keeps the full one
+
+
+def short_label(name: str) -> str:
+    """``name`` cut to ``LABEL_CHARS`` with a digest of the whole (so two long names stay apart)."""
+    if len(name) <= LABEL_CHARS:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:8]
+    return f"{name[:LABEL_CHARS - 11]}...{digest}"
+
+
 def _series(df):
     """Model label per row: the model, or ``model (run)`` where a model has several runs of an experiment."""
     runs_per = df.groupby(["experiment", "model"], dropna=False)[RUN_COLUMN].transform("nunique")
-    names = df[RUN_COLUMN].map(lambda p: Path(p).name)
-    return [f"{m} ({r})" if n > 1 else str(m) for m, r, n in zip(df["model"], names, runs_per)]
+    names = df[RUN_COLUMN].map(lambda p: short_label(Path(p).name))
+    return [f"{short_label(str(m))} ({r})" if n > 1 else short_label(str(m))
+            for m, r, n in zip(df["model"], names, runs_per)]
 
 
 def _experiments(df) -> list[str]:
@@ -117,7 +131,7 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
     warnings += [w for r in read for w in row_warnings(r, lambda e: reg[e].metrics if e in reg else None)]
     palette, sections = Palette(), []
     if len(df):
-        df = df.assign(series=_series(df))
+        df = df.assign(series=_series(df), model=df["model"].map(lambda m: short_label(m) if isinstance(m, str) else m))
         for s in df["series"]:
             palette.color(s)
     ctx = Context(palette, _threshold(read, threshold))
@@ -163,22 +177,36 @@ def _draw(exp: str, sub, plotter, ctx: Context, warnings: list[dict], strict: bo
     return section
 
 
+def _refuse_links(report: Report) -> None:
+    """The page and the figure folder must not be links (nor the folder a file): the report never
+    writes through a link, so a planted one cannot redirect it outside the chosen folder."""
+    files.refuse_link_or_special(report.path)
+    fig = report.figure_dir
+    if fig.is_symlink() or (fig.exists() and not fig.is_dir()):
+        raise CtxlensError(f"{fig} is a link or a file, not the report's figure folder; remove it or choose "
+                           "another --out name.")
+    for _, panel in report.panels:
+        for ext in (".png", ".pdf", ".csv"):
+            files.refuse_link_or_special(fig / f"{panel.name}{ext}")
+
+
 def _write(report: Report, title: str) -> None:
     """PNG, PDF and CSV of every panel into the figure folder, then the page."""
     report.path.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_links(report)
     images = {}
     for _, panel in report.panels:
         if panel.fig is not None:
-            png, files = save(panel.fig, report.figure_dir / panel.name)
+            png, saved = save(panel.fig, report.figure_dir / panel.name)
             images[panel.name] = png
-            report.files += files
+            report.files += saved
         if panel.table is not None and len(panel.table.columns):
             csv = report.figure_dir / f"{panel.name}.csv"
             csv.parent.mkdir(parents=True, exist_ok=True)
-            panel.table.to_csv(csv, index=False)
+            files.atomic_write(csv, panel.table.to_csv(index=False))
             report.files.append(csv)
     html = page(report, images, title)
-    report.path.write_text(html, encoding="utf-8", errors="replace")  # a lone surrogate becomes "?"
+    files.atomic_write(report.path, html.encode("utf-8", errors="replace"))
 
 
 def _unique(name: str, taken: set[str]) -> str:
