@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError, suggest
 
-CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options")
+CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options", "fingerprints")  # fingerprints: read, not used
 MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision",
                  "rope_theta", "rope_scaling", "allow_extrapolation", "rope_layers")
 

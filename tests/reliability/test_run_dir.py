@@ -265,3 +265,49 @@ def test_alias_bomb_is_refused_fast(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "aliases" in err and len(err) < 400
     assert not (tmp_path / "o").exists()
+
+
+# --- weights changed under the same name ---------------------------------------------------------
+
+
+def _save_llama(path: Path, seed: int) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ctxlens.lm.tiny import tiny_config
+    from ctxlens.zoo.tokenizer import byte_tokenizer
+
+    tok = byte_tokenizer()
+    torch.manual_seed(seed)
+    config = tiny_config("llama", vocab_size=len(tok), bos_token_id=tok.eos_token_id,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.eos_token_id)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def test_swapped_weights_are_refused_on_resume(tmp_path, capsys):
+    model, spare = tmp_path / "model", tmp_path / "spare"
+    _save_llama(model, seed=0)
+    argv = ["run", "token-loss", "--model", str(model), "--no-progress", "--lengths", "16,24", "--n-samples", "2"]
+    assert main([*argv, "--out", str(tmp_path / "full")]) == 0
+    out = partial(tmp_path / "full", tmp_path / "run")  # killed between units
+    assert "fingerprints" in (out / "config.yaml").read_text()
+    (tmp_path / "original").mkdir()
+    for f in model.glob("*.safetensors"):
+        f.rename(tmp_path / "original" / f.name)
+    _save_llama(spare, seed=1)  # same architecture and sizes, other weights
+    for f in spare.glob("*.safetensors"):
+        f.rename(model / f.name)
+    capsys.readouterr()
+    before = snapshot(out)
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("ctxlens: error:") and "differ from those whose rows" in line
+    assert snapshot(out) == before
+    for f in (tmp_path / "original").glob("*.safetensors"):
+        f.replace(model / f.name)  # the original weights back: the resume goes on
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "results.jsonl").read_bytes() == (tmp_path / "full" / "results.jsonl").read_bytes()
+    assert main([*argv, "--model", "zoo:random-llama", "--out", str(out)]) == 0  # an added model still works
+    assert read_rows(out)[-1]["model"] == "zoo:random-llama"

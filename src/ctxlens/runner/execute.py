@@ -99,6 +99,7 @@ class _Writer:
 
     def __init__(self, out: Path, config: dict, shard: dist.Shard, device: str | None):
         self.out, self.config, self.shard, self.device = out, config, shard, device
+        self.fingerprints: dict[str, str] = {}  # spec -> fingerprint of the weights this process loaded
         self.store: RunStore | None = None
 
     def open(self, models: Sequence[str]) -> RunStore:
@@ -116,10 +117,28 @@ class _Writer:
 
     def _record(self, models: Sequence[str]) -> None:
         """Make config.yaml list ``models`` after the ones it lists already; rewritten only on a change."""
-        old = read_config(self.out)
-        listed = list(dict.fromkeys([*((old or {}).get("models") or []), *models]))
-        if old is None or listed != old.get("models"):
-            self.store.write_config({**self.config, "models": listed}, compare_keys=COMPARE_KEYS)
+        old = read_config(self.out) or {}
+        listed = list(dict.fromkeys([*(old.get("models") or []), *models]))
+        prints = {**(old.get("fingerprints") or {}),
+                  **{m: f for m, f in self.fingerprints.items() if m in listed}}
+        if not old or listed != old.get("models") or prints != (old.get("fingerprints") or {}):
+            config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {})}
+            self.store.write_config(config, compare_keys=COMPARE_KEYS)
+
+
+def _same_weights(out: Path, spec: str, lm) -> str:
+    """The loaded model's fingerprint, after checking it against the one the run recorded for
+    ``spec`` (weights replaced under the same name must not mix two models' rows)."""
+    from ctxlens.core.errors import CtxlensError
+    from ctxlens.lm.fingerprint import fingerprint
+
+    now = fingerprint(lm.model)
+    then = ((read_config(out) or {}).get("fingerprints") or {}).get(spec)
+    if then is not None and then != now:
+        raise CtxlensError(f"The weights of model '{spec[:200]}' differ from those whose rows {out} holds "
+                           f"(fingerprint {now} vs {then}); restore the original weights to resume, or use a "
+                           "new --out directory.")
+    return now
 
 
 def _ready(exp, spec: str, load_options: dict, model_options: dict) -> tuple[object, dict]:
@@ -188,6 +207,8 @@ def _run_models(exp, config, experiment, models, out, writer, shard, load_option
         if not todo:
             continue
         (lm, columns), cache = _ready(exp, spec, load_options, model_options), {}
+        if exp.loads_model:
+            writer.fingerprints[spec] = _same_weights(out, spec, lm)
         desc = f"{experiment} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
             rows = exp.run(lm, config, unit, cache)
