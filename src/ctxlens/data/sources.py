@@ -18,6 +18,7 @@ Documents are always streamed in a deterministic order, one at a time, and
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,10 +77,19 @@ class FileSource(TextSource):
         super().__init__(spec)
         self.paths = paths
         self.text_field = text_field
+        self.byte_budget: int | None = None  # read at most this much of a .txt file (None: all)
+        self.cut = False  # set when a .txt file was read only in part
 
     def documents(self) -> Iterator[str]:
+        self.cut = False
         for path in self.paths:
-            yield from _non_empty(_read_file(path, self.text_field))
+            if path.suffix.lower() == ".txt":
+                text, self.cut = _read_txt(path, self.byte_budget)
+                yield from _non_empty([text])
+                if self.cut:
+                    return  # the files after a cut one would come too early in the stream
+            else:
+                yield from _non_empty(_read_file(path, self.text_field))
 
 
 class HubSource(TextSource):
@@ -247,18 +257,25 @@ def _split_hub_spec(spec: str, rest: str) -> tuple[str, str | None]:
 def _read_file(path: Path, text_field: str) -> Iterator[str | None]:
     suffix = path.suffix.lower()
     if suffix == ".txt":
-        return iter([_read_txt(path)])
+        return iter([_read_txt(path)[0]])
     if suffix == ".jsonl":
         return _read_jsonl(path, text_field)
     return _read_parquet(path, text_field)
 
 
-def _read_txt(path: Path) -> str:
-    data = path.read_bytes()
+def _read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
+    """The text of a .txt file and whether it was cut: with ``budget``, at most that many bytes,
+    ending at the last newline within them (so a 2 GB file is not read whole for 4K tokens)."""
+    with open(path, "rb") as f:
+        data = f.read() if budget is None else f.read(budget + 1)
+    cut = budget is not None and len(data) > budget
+    if cut:
+        data = data[:budget]
+        data = data[: data.rfind(b"\n") + 1] or data
     try:
         if b"\x00" in data:
             raise UnicodeError("NUL byte")
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8-sig", errors="strict" if not cut else "ignore"), cut
     except UnicodeError:
         raise CtxlensError(
             f"Text file '{path}' is binary or not UTF-8 text; convert it to UTF-8 or remove "
@@ -373,12 +390,14 @@ def token_windows(
     _check_count("length", length)
     _check_count("n", n)
     if isinstance(source, RandomSource):
+        _check_machine(n, length)
         return _random_windows(source, length, n, seed=seed, vocab_size=vocab_size)
     if tokenizer is None:
         raise CtxlensError(
             "The model has no tokenizer, so text sources cannot be used; save a tokenizer "
             "with the model or use the random source for token-level analyses."
         )
+    _check_machine(n, length)
     ids = _token_stream(source, tokenizer, needed=n * length)  # [>= n * length]
     if ids.numel() < n * length:
         raise _not_enough_tokens(source, ids.numel(), length, n)
@@ -409,11 +428,45 @@ def _random_windows(
     return torch.randint(0, vocab_size, (n, length), generator=generator, dtype=torch.long)
 
 
+BYTES_PER_TOKEN_READ = 64  # a .txt file is read 64 bytes per needed token at first (tokens average ~4)
+
+
+def _check_machine(n: int, length: int) -> None:
+    """Refuse, before any work, windows whose token ids alone would not fit in this machine's memory."""
+    need = n * length * 8  # int64 ids
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have // 4:
+        raise CtxlensError(
+            f"{n} windows of {length} tokens need {need / 2**30:.1f} GiB for their token ids alone, more than "
+            f"this machine can give (memory {have / 2**30:.1f} GiB); use fewer or shorter windows."
+        )
+
+
 def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
     """The eos-joined token ids of the first documents, stopping once ``needed`` exist.
 
     Returns a flat LongTensor of shape [total], total >= needed unless the source ran out.
+    A ``FileSource`` reads .txt files only in part (``BYTES_PER_TOKEN_READ`` per needed token),
+    widening the part until enough tokens come out or the whole file was read; the cut lies far
+    past the last token used, so the ids kept are those of the whole file.
     """
+    if not isinstance(source, FileSource):
+        return _token_stream_once(source, tokenizer, needed=needed)
+    source.byte_budget = needed * BYTES_PER_TOKEN_READ
+    try:
+        while True:
+            ids = _token_stream_once(source, tokenizer, needed=needed)
+            if not source.cut or ids.numel() >= 2 * needed:  # the cut is past twice what is used
+                return ids
+            source.byte_budget *= 4
+    finally:
+        source.byte_budget = None
+
+
+def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
     eos = getattr(tokenizer, "eos_token_id", None)
     chunks: list[torch.Tensor] = []
     total = 0
