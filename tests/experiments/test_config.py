@@ -1,15 +1,21 @@
-"""Typed experiment options: coercion from CLI strings and YAML values, clear errors."""
+"""Typed experiment options: coercion from CLI strings and YAML values, choices and ranges checked by
+their types with one wording, and help text for every option."""
 
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import pytest
 
 from ctxlens import CtxlensError
 from ctxlens.core.options import (
-    Fraction, NonEmpty, NonNegativeInt, Percent, PositiveFloat, PositiveFraction, PositiveInt, at_least,
+    Fraction, NonEmpty, NonNegativeInt, Percent, PositiveFloat, PositiveFraction, PositiveInt, at_least, option_help,
 )
+from ctxlens.experiments import experiments, get_experiment
 from ctxlens.experiments.base import make_config
+from ctxlens.probes.rope import DominantOptions, HeadOptions, RopeOptions
+from ctxlens.probes.source import LengthSweepOptions, SourceOptions
+from ctxlens.probes.suffix import GeometryOptions, SuffixOptions
+from ctxlens.probes.tasks import TaskOptions
 
 
 @dataclass
@@ -88,3 +94,47 @@ def test_typed_options_reject_with_one_uniform_sentence(options, message):
     with pytest.raises(CtxlensError) as err:
         make_config(Typed, options)
     assert str(err.value) == message
+
+
+def test_experiments_word_choices_and_ranges_alike():
+    cases = {
+        ("rope-dims", "n_pairs", 0): "Option 'n_pairs' must be positive, got 0; fix its value.",
+        ("head-masking", "passkey_style", "clasic"):
+            "Option 'passkey_style' must be one of corpus, classic, got 'clasic'; did you mean 'classic'?",
+        ("positional-heads", "alpha", 1): "Option 'alpha' must be in (0, 1), got 1.0; fix its value.",
+        ("ruler", "backend", "tgi"):
+            "Option 'backend' must be one of transformers, vllm, openai, got 'tgi'; fix its value.",
+        ("niah-depth", "depths", "50,120"): "Option 'depths' must be in [0, 100], got 120.0; fix its value.",
+        ("rope-dim-ablation", "measures", ""): "Option 'measures' must be a non-empty list, got []; fix its value.",
+        ("accs-length", "stride", -1): "Option 'stride' must be 0 or more, got -1; fix its value.",
+        ("optimal-context", "n_bits", 2000): "Option 'n_bits' must be in [1, 1024], got 2000; fix its value.",
+    }
+    for (name, key, value), message in cases.items():
+        with pytest.raises(CtxlensError) as err:
+            make_config(get_experiment(name).Config, {key: value})
+        assert str(err.value) == message
+
+
+# -- help text --------------------------------------------------------------------------------
+
+
+def test_every_option_of_every_experiment_has_help():
+    missing = {name: [k for k, text in option_help(exp.Config).items() if not text.strip()]
+               for name, exp in experiments().items()}
+    assert {name: keys for name, keys in missing.items() if keys} == {}
+    assert sum(len(option_help(exp.Config)) for exp in experiments().values()) > 250
+
+
+@pytest.mark.parametrize("group", [SourceOptions, LengthSweepOptions, RopeOptions, DominantOptions, HeadOptions,
+                                   SuffixOptions, GeometryOptions, TaskOptions])
+def test_every_option_of_every_group_has_help(group):
+    assert all(text.strip() for text in option_help(group).values())
+
+
+def test_literal_choices_name_the_tables_behind_them():
+    from ctxlens.experiments import niah_format, optimal_context
+    from ctxlens.tasks.words import KINDS
+
+    assert set(get_args(niah_format.Kind)) == set(KINDS)
+    assert set(get_args(niah_format.Haystack)) == set(niah_format.HAYSTACKS)
+    assert set(get_args(optimal_context.Grid)) == set(optimal_context.GRIDS)

@@ -117,9 +117,10 @@ def _choice(name: str, value, choices: tuple):
         pass
     if value in choices:
         return value
-    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.5) if isinstance(value, str) else []
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.5) if isinstance(value, str) else []
     fix = f"did you mean '{close[0]}'?" if close else "fix its value."
-    raise CtxlensError(f"Option '{name}' must be one of {', '.join(map(str, choices))}, got {value!r}; {fix}")
+    raise CtxlensError(f"Option '{name}' must be one of {', '.join(names)}, got {value!r}; {fix}")
 
 
 def _bad(name: str, value, what: str) -> CtxlensError:

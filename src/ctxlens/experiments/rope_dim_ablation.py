@@ -47,8 +47,9 @@ class Config(common.DominantOptions):
     n_queries: NonNegativeInt = option(64, "queries per input of the attention and dominant measures, evenly "
                                            "spaced; 0: every token")
     ablations: Annotated[list[str], NonEmpty] = option(
-        factory=lambda: ["high:25%", "low:25%"], help="frequency pairs zeroed, one unit each: high:K, low:K (K pairs or "
-                                                      "K%), pairs:A-B; pair 0 is the highest frequency")
+        factory=lambda: ["high:25%", "low:25%"],
+        help="frequency pairs zeroed, one unit each: high:K, low:K (K pairs or K%), pairs:A-B; pair 0 is the highest "
+             "frequency")
     measures: Annotated[list[Measure], NonEmpty] = option(factory=lambda: list(MEASURES),
                                                           help="what is measured with and without the ablation")
     n_bins: PositiveInt = option(32, "relative-distance bins of the dominant measure's curve rows")
