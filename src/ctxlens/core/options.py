@@ -36,12 +36,14 @@ def at_least(low: float) -> Check:
     return Check(f"at least {low:g}", lambda v: low <= v < math.inf)
 
 
-def between(low: float, high: float, *, open_low: bool = False) -> Check:
-    """A number in [low, high] (in (low, high] with ``open_low``)."""
-    left = "(" if open_low else "["
-    return Check(f"in {left}{low:g}, {high:g}]", lambda v: (low < v if open_low else low <= v) and v <= high)
+def between(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Check:
+    """A number in [low, high]; ``open_low`` / ``open_high`` leave that end out: (low, high]."""
+    left, right = "(" if open_low else "[", ")" if open_high else "]"
+    return Check(f"in {left}{low:g}, {high:g}{right}",
+                 lambda v: (low < v if open_low else low <= v) and (v < high if open_high else v <= high))
 
 
+# Range checks refuse nan and inf: no option takes them.
 Positive = Check("positive", lambda v: 0 < v < math.inf)
 NonNegative = Check("0 or more", lambda v: 0 <= v < math.inf)
 Finite = Check("a finite number", lambda v: math.isfinite(v))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import Check, PositiveInt, option
+from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, n_selected, rank_heads
 from ctxlens.experiments.base import Experiment
@@ -26,7 +26,7 @@ from ctxlens.experiments.registry import register
 class Config(common.HeadOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512],
                                         help="detection lengths, in tokens (e.g. the training length)")
-    alpha: Annotated[float, Check("in (0, 1)", lambda v: 0 < v < 1)] = option(
+    alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
         0.05, "significance level of each head's test (no multiple-test correction)")
 
 
