@@ -223,12 +223,12 @@ def test_cli_runs_accs_layers_on_the_zoo(tmp_path):
 
 
 @pytest.mark.parametrize("name,options,message", [
-    ("accs-boundary", {"boundaries": [1.5]}, "relative boundaries in"),
-    ("accs-layers", {"streams": ["mlp"]}, "streams must be"),
+    ("accs-boundary", {"boundaries": [1.5]}, r"Option 'boundaries' must be in \[0, 1\], got 1.5"),
+    ("accs-layers", {"streams": ["mlp"]}, "Option 'streams' must be one of residual, block, got 'mlp'"),
     ("accs-layers", {"lengths": [8]}, "too short"),
     ("accs-layers", {"suffix_positions": 99}, "suffix_positions"),
     ("accs-length", {"suffix_len": 300}, "longer than period_len"),
-    ("collapse-modes", {"conditions": ["odd"]}, "conditions must be"),
+    ("collapse-modes", {"conditions": ["odd"]}, "Option 'conditions' must be one of base, shuffled, long"),
     ("rope-theta-sweep", {"needle_depth": 2.0}, "needle_depth"),
 ])
 def test_bad_options_are_one_sentence_errors(name, options, message):

@@ -108,7 +108,7 @@ def test_presets_and_transformer_spec():
 
 @pytest.mark.parametrize("options,message", [
     ({"lengths": "4,30"}, "must not exceed n_bits"),
-    ({"grid": "huge"}, "Unknown grid"),
+    ({"grid": "huge"}, "Option 'grid' must be one of reduced, full, got 'huge'"),
     ({"lr": "nan"}, "'lr'"),
     ({"seeds": "-1"}, "'seeds'"),
     ({"n_bits": 10**6}, "'n_bits'"),

@@ -1,20 +1,74 @@
 """Options: strict coercion of values from the CLI, YAML or Python into a typed config dataclass.
 
 Shared by experiments (``ctxlens.experiments``) and the probe layer's option groups
-(``ctxlens.probes``), so every option is checked and worded alike.
+(``ctxlens.probes``), so every option is checked and worded alike. A field's type says what it
+accepts: ``int``, ``float``, ``str``, ``bool``, ``list[...]``, ``X | None``, ``Literal[...]`` for
+a fixed set of choices, and ``Annotated[type, Check]`` for a plain range check
+(``PositiveInt``, ``Fraction``, ... below). A value that does not fit raises one sentence naming
+the option, the value and what is allowed; a config's ``validate()`` is left with the checks
+that relate several fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import types
 import typing
+from collections.abc import Callable
+from typing import Annotated
 
 from ctxlens.core.errors import CtxlensError, suggest
 
 
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A plain check on one option, carried by ``Annotated[type, Check(...)]``: ``allows(value)``
+    or the option is rejected as "must be ``what``"."""
+
+    what: str
+    allows: Callable[[typing.Any], bool]
+
+
+def at_least(low: float) -> Check:
+    """A finite number >= ``low``."""
+    return Check(f"at least {low:g}", lambda v: low <= v < math.inf)
+
+
+def between(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Check:
+    """A number in [low, high]; ``open_low`` / ``open_high`` leave that end out: (low, high]."""
+    left, right = "(" if open_low else "[", ")" if open_high else "]"
+    return Check(f"in {left}{low:g}, {high:g}{right}",
+                 lambda v: (low < v if open_low else low <= v) and (v < high if open_high else v <= high))
+
+
+# Range checks refuse nan and inf: no option takes them.
+Positive = Check("positive", lambda v: 0 < v < math.inf)
+NonNegative = Check("0 or more", lambda v: 0 <= v < math.inf)
+Finite = Check("a finite number", lambda v: math.isfinite(v))
+NonEmpty = Check("a non-empty list", lambda v: len(v) > 0)
+
+PositiveInt = Annotated[int, Positive]
+NonNegativeInt = Annotated[int, NonNegative]  # typically 0 means "all" or "off"
+PositiveFloat = Annotated[float, Positive]
+NonNegativeFloat = Annotated[float, NonNegative]
+Fraction = Annotated[float, between(0, 1)]  # a fraction in [0, 1]
+PositiveFraction = Annotated[float, between(0, 1, open_low=True)]  # in (0, 1]
+Percent = Annotated[float, between(0, 100)]  # a percentage in [0, 100]
+
+
 def _coerce(name: str, value, typ):
     origin = typing.get_origin(typ)
+    if origin is Annotated:
+        inner, *checks = typing.get_args(typ)
+        value = _coerce(name, value, inner)
+        for check in checks:
+            if isinstance(check, Check) and value is not None and not check.allows(value):
+                raise _bad(name, value, check.what)
+        return value
+    if origin is typing.Literal:
+        return _choice(name, value, typing.get_args(typ))
     if origin in (types.UnionType, typing.Union):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
         return None if value is None else _coerce(name, value, args[0])
@@ -25,6 +79,10 @@ def _coerce(name: str, value, typ):
         if not isinstance(value, (list, tuple)):
             value = [value]
         return [_coerce(name, v, inner) for v in value]
+    return _scalar(name, value, typ)
+
+
+def _scalar(name: str, value, typ):
     try:
         if typ is bool:
             if isinstance(value, str):
@@ -46,17 +104,35 @@ def _coerce(name: str, value, typ):
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise ValueError
             return str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     else:
         return value
-    raise CtxlensError(f"Option '{name}' must be {getattr(typ, '__name__', typ)}, got {value!r}; fix its value.")
+    raise _bad(name, value, getattr(typ, "__name__", str(typ)))
+
+
+def _choice(name: str, value, choices: tuple):
+    """``value`` if it is one of ``choices`` (a ``Literal``'s), else the error naming them all."""
+    try:
+        value = _scalar(name, value, type(choices[0]))
+    except CtxlensError:
+        pass
+    if value in choices:
+        return value
+    names = [str(c) for c in choices]
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.5) if isinstance(value, str) else []
+    fix = f"did you mean '{close[0]}'?" if close else "fix its value."
+    raise CtxlensError(f"Option '{name}' must be one of {', '.join(names)}, got {value!r}; {fix}")
+
+
+def _bad(name: str, value, what: str) -> CtxlensError:
+    return CtxlensError(f"Option '{name}' must be {what}, got {value!r}; fix its value.")
 
 
 def make_config(cls: type, options: dict):
-    """Build ``cls`` from a dict of options, with clear errors for unknown keys and bad types."""
+    """Build ``cls`` from a dict of options, with clear errors for unknown keys and bad values."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     values = {}
     for key, value in options.items():
         name = key.replace("-", "_")
@@ -76,7 +152,7 @@ def positive(name: str, values) -> None:
     """Raise unless every value is a positive number."""
     for v in values if isinstance(values, (list, tuple)) else [values]:
         if v is None or v <= 0:
-            raise CtxlensError(f"Option '{name}' must be positive, got {v}; pass values above zero.")
+            raise _bad(name, v, "positive")
 
 
 def option(default=dataclasses.MISSING, help: str = "", *, factory=dataclasses.MISSING):

@@ -13,8 +13,10 @@ copy once. One row per (boundary, stream, layer); by default the last layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
+from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
@@ -24,14 +26,16 @@ from ctxlens.experiments.registry import (
 
 @dataclass
 class Config(sx.GeometryOptions):
-    lengths: list[int] = field(default_factory=lambda: [512])
-    boundaries: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)])
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+    boundaries: Annotated[list[Fraction], NonEmpty] = option(
+        factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)],
+        help="relative right boundaries b: prefix tokens [0, b x prefix length) are shuffled (1: the whole prefix)")
+    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+                                                                 "unset (null): every layer")
 
     def validate(self) -> None:
         super().validate()
         self.check_lengths(self.lengths)
-        sx.check_boundaries("boundaries", self.boundaries)
 
 
 def plan(config: Config) -> list[dict]:

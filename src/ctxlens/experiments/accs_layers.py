@@ -13,8 +13,9 @@ One unit per length; one row per (stream, layer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ctxlens.core.options import Fraction, PositiveInt, option
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
@@ -22,14 +23,13 @@ from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, Demo
 
 @dataclass
 class Config(sx.GeometryOptions):
-    lengths: list[int] = field(default_factory=lambda: [512])
-    boundary: float = 0.5  # shuffle prefix tokens [0, boundary * prefix length)
-    layers: list[int] | None = None  # None: every layer; negative indices count from the end
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+    boundary: Fraction = option(0.5, "relative right boundary b: prefix tokens [0, b x prefix length) are shuffled")
+    layers: list[int] | None = option(None, "layers measured, negative from the end; unset: every layer")
 
     def validate(self) -> None:
         super().validate()
         self.check_lengths(self.lengths)
-        sx.check_boundaries("boundary", [self.boundary])
 
 
 def plan(config: Config) -> list[dict]:

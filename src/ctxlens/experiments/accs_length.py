@@ -16,15 +16,16 @@ token-level, not text).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
 )
@@ -32,17 +33,16 @@ from ctxlens.experiments.registry import (
 
 @dataclass
 class Config(sx.GeometryOptions):
-    lengths: list[int] = field(default_factory=lambda: [512, 1024, 2048, 4096])
-    period_len: int = 200  # L: tokens of the repeated string (paper: 200)
-    stride: int = 56  # k: random tokens between copies (paper: 56)
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    lengths: list[PositiveInt] = option(factory=lambda: [512, 1024, 2048, 4096],
+                                        help="sequence lengths (prefix + suffix), in tokens")
+    period_len: PositiveInt = option(200, "L: tokens of the repeated string (the paper: 200)")
+    stride: NonNegativeInt = option(56, "k: random tokens between copies of the string (the paper: 56)")
+    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+                                                                 "unset (null): every layer")
 
     def validate(self) -> None:
         super().validate()
         self.check_lengths(self.lengths)
-        positive("period_len", self.period_len)
-        if self.stride < 0:
-            raise CtxlensError(f"stride must be 0 or more, got {self.stride}; pass the random gap between copies.")
         if self.suffix_len > self.period_len:
             raise CtxlensError(
                 f"suffix_len={self.suffix_len} is longer than period_len={self.period_len}; the suffix is the start "

@@ -17,11 +17,12 @@ representations of each condition. One unit per length; rows per (condition, str
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment
@@ -31,22 +32,22 @@ from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 @dataclass
 class Config(sx.GeometryOptions):
-    lengths: list[int] = field(default_factory=lambda: [512])
-    windows: list[int] = field(default_factory=lambda: [1, 4, 16, 64, 256, 0])  # 0: the whole prefix
-    n_bins: int = 4  # compression-rate bins of the unperturbed windows; 0: none
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+    windows: list[NonNegativeInt] = option(
+        factory=lambda: [1, 4, 16, 64, 256, 0],
+        help="local-shuffle window sizes, in tokens: the prefix is shuffled within each window (1: untouched; "
+             "0: the whole prefix as one window)")
+    n_bins: NonNegativeInt = option(4, "compression-rate bins of the unperturbed windows (equal counts); 0: none")
+    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+                                                                 "unset (null): every layer")
 
     def validate(self) -> None:
         super().validate()
         self.check_lengths(self.lengths)
-        if any(w < 0 for w in self.windows):
+        if self.n_bins > self.n_sequences:
             raise CtxlensError(
-                f"windows must be 0 (whole prefix) or positive sizes, got {self.windows}; fix --windows."
-            )
-        if not 0 <= self.n_bins <= self.n_sequences:
-            raise CtxlensError(
-                f"n_bins must lie in [0, n_sequences={self.n_sequences}], got {self.n_bins}; use fewer bins or "
-                "more sequences."
+                f"Option 'n_bins' must be at most n_sequences={self.n_sequences}, got {self.n_bins}; use fewer bins "
+                "or more sequences."
             )
 
 

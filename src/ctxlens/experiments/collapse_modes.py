@@ -20,45 +20,44 @@ the anisotropy of the condition's final hidden states, so the collapse mode can 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
 )
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 
-CONDITIONS = ("base", "shuffled", "long")
+Condition = typing.Literal["base", "shuffled", "long"]
+CONDITIONS = typing.get_args(Condition)
 
 
 @dataclass
 class Config(sx.SuffixOptions):
-    length: int = 512
-    long_length: int = 2048
-    conditions: list[str] = field(default_factory=lambda: list(CONDITIONS))
-    frequency_source: str = "builtin:train"
-    frequency_tokens: int = 1_000_000
-    rank_bins: int = 0  # 0: one row per rank; else that many log-spaced rank bins
+    length: PositiveInt = option(512, "sequence length (prefix + suffix) of the base and shuffled conditions, "
+                                      "in tokens")
+    long_length: PositiveInt = option(2048, "sequence length of the long condition, in tokens (e.g. beyond the "
+                                            "training length)")
+    conditions: Annotated[list[Condition], NonEmpty] = option(
+        factory=lambda: list(CONDITIONS), help="base (text windows), shuffled (the whole prefix shuffled), "
+                                               "long (windows of long_length)")
+    frequency_source: str = option("builtin:train", "text source whose token frequencies rank the vocabulary "
+                                                    "(the zoo's training text is builtin:train)")
+    frequency_tokens: PositiveInt = option(1_000_000, "tokens of frequency_source counted")
+    rank_bins: NonNegativeInt = option(0, "log-spaced frequency-rank bins of the rows; 0: one row per rank")
 
     def validate(self) -> None:
         super().validate()
         self.check_lengths([self.length], "length")
         self.check_lengths([self.long_length], "long_length")
-        positive("frequency_tokens", self.frequency_tokens)
-        bad = [c for c in self.conditions if c not in CONDITIONS]
-        if bad or not self.conditions:
-            raise CtxlensError(
-                f"conditions must be a non-empty list of {', '.join(CONDITIONS)}, got {self.conditions}; "
-                "fix --conditions."
-            )
-        if self.rank_bins < 0:
-            raise CtxlensError(f"rank_bins must be 0 (every rank) or positive, got {self.rank_bins}.")
 
 
 def plan(config: Config) -> list[dict]:

@@ -17,36 +17,20 @@ plus a bounded working set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import attention_layers
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
+from ctxlens.core.options import PositiveInt, option
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source spec, or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024])
-    n_samples: int = 4  # inputs per length (the paper uses 17)
-    top_k: int = 100  # attended keys per query
-    n_queries: int = 0  # queries per input, evenly spaced; 0: every token
-    n_bins: int = 32  # distance bins of the curve rows
-    transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
-    train_length: int | None = None  # default: from the model (zoo record or config)
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        common.validate(self)
-        positive("top_k", self.top_k)
-        positive("n_bins", self.n_bins)
-        if self.n_queries < 0:
-            positive("n_queries", self.n_queries)
+class Config(common.DominantOptions):
+    n_bins: PositiveInt = option(32, "relative-distance bins of the curve rows")
 
 
 def plan(config: Config) -> list[dict]:

@@ -17,65 +17,44 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import RANK_BY, as_mask, n_selected, random_heads
+from ctxlens.probes.dominant import as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import attention_layers
-from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.positional_heads import ranked_heads, validate_fractions
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.positional_heads import ranked_heads
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 
-TASKS = ("passkey", "perplexity")
+Task = typing.Literal["passkey", "perplexity"]
+TASKS = typing.get_args(Task)
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source for perplexity (and detection)
-    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024])
-    n_samples: int = 2  # perplexity windows per length
-    tasks: list[str] = field(default_factory=lambda: list(TASKS))
-    passkey_style: str = "corpus"  # corpus (zoo models) | classic (hub models)
-    depths: list[float] = field(default_factory=lambda: [0.1, 0.5, 0.9])
-    n_passkey: int = 4  # probes per depth and length
-    fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])
-    n_draws: int = 3  # random-head draws per fraction
-    rank_by: str = "abs"
-    detect_length: int | None = None  # default: the training length
-    detect_samples: int = 4
-    top_k: int = 100
-    n_queries: int = 0
-    transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # heads of these layers only; empty: all attention layers
-    train_length: int | None = None
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        common.validate(self)
-        validate_fractions(self.fractions)
-        positive("n_draws", self.n_draws)
-        positive("n_passkey", self.n_passkey)
-        positive("detect_samples", self.detect_samples)
-        positive("top_k", self.top_k)
-        if self.detect_length is not None:
-            positive("detect_length", self.detect_length)
-        bad = [t for t in self.tasks if t not in TASKS]
-        if bad or not self.tasks:
-            raise CtxlensError(f"Option 'tasks' must list some of {', '.join(TASKS)}, got {self.tasks}.")
-        if self.passkey_style not in passkey.STYLES:
-            raise CtxlensError(f"Option 'passkey_style' must be one of {', '.join(passkey.STYLES)}, "
-                               f"got '{self.passkey_style}'.")
-        if any(not 0 <= d <= 1 for d in self.depths) or not self.depths:
-            raise CtxlensError(f"Option 'depths' must hold fractions in [0, 1], got {self.depths}; "
-                               "pass e.g. 0.1,0.5,0.9.")
-        if self.rank_by not in RANK_BY:
-            raise CtxlensError(f"Option 'rank_by' must be one of {', '.join(RANK_BY)}, got '{self.rank_by}'.")
+class Config(common.HeadOptions):
+    source: str = option("builtin", "text source of the perplexity windows and the head detection: "
+                                    "builtin[:SPLIT], a file or folder, hf:DATASET, or random")
+    n_samples: PositiveInt = option(2, "perplexity windows per length")
+    layers: list[int] = option(factory=list, help="mask heads of these attention layers only, from 0; empty: "
+                                                  "every attention layer")
+    tasks: Annotated[list[Task], NonEmpty] = option(factory=lambda: list(TASKS),
+                                                    help="what is scored under each masking condition")
+    passkey_style: passkey.Style = option("corpus", "passkey prompt: corpus (the zoo models' format) or classic "
+                                                    "(hub models)")
+    depths: Annotated[list[Fraction], NonEmpty] = option(
+        factory=lambda: [0.1, 0.5, 0.9], help="passkey depths: fraction of the prompt before the needle")
+    n_passkey: PositiveInt = option(4, "passkey probes per depth and length")
+    n_draws: PositiveInt = option(3, "random-head draws per fraction (the control)")
+    detect_length: PositiveInt | None = option(None, "length, in tokens, at which Positional Heads are detected; "
+                                                     "unset: the training length")
+    detect_samples: PositiveInt = option(4, "inputs of the head detection")
 
 
 def conditions(config: Config) -> list[dict]:

@@ -29,14 +29,17 @@ slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and `
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.core.options import PositiveFraction, PositiveInt, at_least, option
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.loss_vs_length import iter_last_states, next_token_nll, samples, with_bos
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
+from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
     CovarianceAccumulator,
@@ -48,36 +51,23 @@ from ctxlens.metrics.spectrum import (
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source spec, or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512])
-    n_samples: int = 512  # the paper uses >= 10000
-    layer: int | None = None  # None: final hidden state after the final norm; an int: that block's output
-    entropy_n: list[int] = field(default_factory=lambda: [8, 16, 32, 64])  # eigenvalues summed
-    thresholds: list[float] = field(default_factory=lambda: [0.002, 0.01, 0.05, 0.25])  # Appendix J.2's range
-    kde: bool = True
-    kde_samples: int = 2048  # features kept for the KDE (the spectrum uses every sample)
-    kde_components: int | None = None  # None: every component with relative eigenvalue >= 1e-8
-    eigen_rows: int = 4096  # relative-eigenvalue rows written per length
-    batch_tokens: int = 1 << 16
-    bos: bool = False
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        positive("lengths", self.lengths)
-        positive("entropy_n", self.entropy_n)
-        positive("thresholds", self.thresholds)
-        for name in ("kde_samples", "batch_tokens"):
-            positive(name, getattr(self, name))
-        if self.n_samples < 2:
-            raise CtxlensError(f"Option 'n_samples' must be at least 2 for a covariance (got {self.n_samples}).")
-        if any(t > 1 for t in self.thresholds):
-            raise CtxlensError(
-                f"Option 'thresholds' holds relative eigenvalues, so each must be <= 1 (got {self.thresholds})."
-            )
-        if len(set(self.lengths)) != len(self.lengths):
-            raise CtxlensError(f"Option 'lengths' repeats a value ({self.lengths}); list each length once.")
+class Config(LengthSweepOptions):
+    lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
+                                        help="context lengths, in tokens (each once)")
+    n_samples: Annotated[int, at_least(2)] = option(
+        512, "windows per length, whose last-token features make the covariance (the paper uses >= 10000)")
+    layer: int | None = option(None, "features from this block's output; unset: the final hidden state after "
+                                     "the final norm (what the LM head reads)")
+    entropy_n: list[PositiveInt] = option(factory=lambda: [8, 16, 32, 64],
+                                          help="n of the intrinsic entropy S_n: leading relative eigenvalues summed")
+    thresholds: list[PositiveFraction] = option(
+        factory=lambda: [0.002, 0.01, 0.05, 0.25],
+        help="intrinsic-dimension thresholds on relative eigenvalues (Appendix J.2's range)")
+    kde: bool = option(True, "also the Gaussian-KDE entropy of the features (Appendix C.2)")
+    kde_samples: PositiveInt = option(2048, "features kept for the KDE (the spectrum uses every window)")
+    kde_components: int | None = option(None, "principal components the KDE uses; unset: every component with "
+                                               "relative eigenvalue >= 1e-8")
+    eigen_rows: int = option(4096, "relative-eigenvalue rows written per length")
 
 
 def plan(config: Config) -> list[dict]:

@@ -22,36 +22,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
+from ctxlens.core.options import PositiveInt, option
+from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.lm import losses as _losses
 from ctxlens.metrics.fits import fit_power_law
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source spec, or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512])
-    n_samples: int = 8
-    n_scored: int = 32  # target positions per sample, the same at every length
-    batch_tokens: int = 1 << 16  # tokens per forward (windows are batched up to this)
-    bos: bool = False  # put the tokenizer's BOS before every window (it does not count as visible)
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        positive("lengths", self.lengths)
-        positive("n_samples", self.n_samples)
-        positive("n_scored", self.n_scored)
-        positive("batch_tokens", self.batch_tokens)
-        if len(set(self.lengths)) != len(self.lengths):
-            raise CtxlensError(f"Option 'lengths' repeats a value ({self.lengths}); list each length once.")
+class Config(LengthSweepOptions):
+    lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
+                                        help="visible context lengths l, in tokens (each once)")
+    n_samples: PositiveInt = option(8, "windows, each scored at every length")
+    n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
 
 
 def plan(config: Config) -> list[dict]:

@@ -11,29 +11,28 @@ from __future__ import annotations
 
 from ctxlens.tasks.base import TooShort
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Percent, PositiveInt, option
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
 
 
 @dataclass
 class Config(TaskOptions):
-    lengths: list[int] = field(default_factory=lambda: [4096, 8192])
-    depths: list[float] = field(default_factory=lambda: [float(d) for d in range(0, 101, 10)])
-    task: str = "niah_single_2"
-    haystack: str = ""  # override the task's haystack: noise | essay | needle
-    key: str = ""  # override the key type: words | numbers | uuids
-    value: str = ""  # override the value type: words | numbers | uuids
+    lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192],
+                                        help="prompt lengths, in tokens (the training length and twice it)")
+    depths: list[Percent] = option(factory=lambda: [float(d) for d in range(0, 101, 10)],
+                                   help="needle depths, in percent of the haystack (0: start, 100: end)")
+    task: str = option("niah_single_2", "the needle task (niah_*)")
+    haystack: str = option("", "override the task's haystack: noise, essay or needle; empty: the task's")
+    key: str = option("", "override the key type: words, numbers or uuids; empty: the task's")
+    value: str = option("", "override the value type: words, numbers or uuids; empty: the task's")
 
     def validate(self) -> None:
-        self.validate_tasks()
-        positive("lengths", self.lengths)
-        if any(not 0 <= d <= 100 for d in self.depths):
-            raise CtxlensError(f"Option 'depths' must lie in 0..100 percent, got {self.depths}.")
         if get_task(self.task).family != "niah":
             raise CtxlensError(f"Option 'task' must be a needle task (niah_*), got '{self.task}'.")
 

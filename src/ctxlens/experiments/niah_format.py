@@ -10,36 +10,30 @@ from __future__ import annotations
 
 from ctxlens.tasks.base import TooShort
 
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Percent, PositiveInt, option
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.niah_depth import needle_options
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
-from ctxlens.tasks.words import KINDS
 
-HAYSTACKS = {"essay": "essay", "repeat": "noise", "needle": "needle"}
+Haystack = typing.Literal["essay", "repeat", "needle"]
+HAYSTACKS = {"essay": "essay", "repeat": "noise", "needle": "needle"}  # this experiment's name -> the task's
+Kind = typing.Literal["words", "numbers", "uuids"]  # the keys of ctxlens.tasks.words.KINDS
 
 
 @dataclass
 class Config(TaskOptions):
-    lengths: list[int] = field(default_factory=lambda: [4096])
-    haystacks: list[str] = field(default_factory=lambda: ["essay", "repeat"])
-    keys: list[str] = field(default_factory=lambda: ["words"])
-    values: list[str] = field(default_factory=lambda: ["numbers", "uuids", "words"])
-    depths: list[float] = field(default_factory=lambda: [0.0, 50.0, 100.0])
-
-    def validate(self) -> None:
-        self.validate_tasks()
-        positive("lengths", self.lengths)
-        for name, got, allowed in (("haystacks", self.haystacks, HAYSTACKS), ("keys", self.keys, KINDS),
-                                   ("values", self.values, KINDS)):
-            bad = [g for g in got if g not in allowed]
-            if bad:
-                raise CtxlensError(f"Option '{name}' has unknown {bad}; use some of: {', '.join(allowed)}.")
-        if any(not 0 <= d <= 100 for d in self.depths):
-            raise CtxlensError(f"Option 'depths' must lie in 0..100 percent, got {self.depths}.")
+    lengths: list[PositiveInt] = option(factory=lambda: [4096], help="prompt lengths, in tokens")
+    haystacks: list[Haystack] = option(factory=lambda: ["essay", "repeat"],
+                                       help="haystacks: essay (running prose), repeat (RULER's noise: one "
+                                            "sentence group repeated) or needle (distractor needles)")
+    keys: list[Kind] = option(factory=lambda: ["words"], help="needle key formats")
+    values: list[Kind] = option(factory=lambda: ["numbers", "uuids", "words"], help="needle value formats")
+    depths: list[Percent] = option(factory=lambda: [0.0, 50.0, 100.0],
+                                   help="needle depths, in percent of the haystack (Table 4: 0, 50, 100)")
 
 
 def plan(config: Config) -> list[dict]:

@@ -47,14 +47,19 @@ from __future__ import annotations
 
 import math
 import time
+import typing
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import (
+    Finite, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, between, option,
+)
 from ctxlens.data.sparse_parity import SparseParity
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
 from ctxlens.zoo.trainer import TrainConfig, train
 
@@ -64,30 +69,35 @@ GRIDS = {  # training-set sizes, visible context lengths, seeds
     "full": {"sizes": [250, 500, 1000, 2000, 4000, 8000, 16000, 32000], "lengths": [3, 4, 5, 6, 8, 10, 12, 16, 20],
              "seeds": [0, 1, 2]},
 }
+Grid = typing.Literal["reduced", "full"]
 MAX_BITS = 1024
 
 
 @dataclass
 class Config:
-    grid: str = "reduced"  # preset for sizes, lengths and seeds: "reduced" or "full"
-    sizes: list[int] | None = None  # training-set sizes (samples); None: the grid's
-    lengths: list[int] | None = None  # visible context lengths (bits); None: the grid's
-    seeds: list[int] | None = None  # one training run per seed and pair; None: the grid's
+    grid: Grid = option("reduced", "preset of sizes, lengths and seeds: reduced (3 x 6, one seed) or full "
+                                   "(8 x 9, three seeds)")
+    sizes: list[PositiveInt] | None = option(None, "training-set sizes D, in samples; unset: the grid's")
+    lengths: list[PositiveInt] | None = option(None, "visible context lengths l, in bits (at most n_bits); unset: "
+                                                     "the grid's")
+    seeds: list[NonNegativeInt] | None = option(None, "one training run per seed and (size, length); unset: the "
+                                                      "grid's")
     # dataset: SparseParity(n_bits, tasks_per_bit, first_max_bit, alpha)
-    n_bits: int = 20
-    tasks_per_bit: int = 1
-    first_max_bit: int = 2
-    alpha: float = 1.15  # the law fitted to seed 001's Table 1
+    n_bits: Annotated[int, between(1, MAX_BITS)] = option(20, "sparse-parity bits per sample")
+    tasks_per_bit: PositiveInt = option(1, "subtasks per farther bit")
+    first_max_bit: PositiveInt = option(2, "the farther bit of the first subtasks")
+    alpha: Annotated[float, Finite] = option(1.15, "subtask frequency ∝ (farther bit) ** -alpha (1.15: the law "
+                                                   "fitted to Table 1)")
     # model and training
-    hidden: int = 64  # MLP width and feature size / transformer width
-    batch: int = 128
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    max_epochs: int = 100
-    eval_epochs: int = 1  # evaluate every this many epochs
-    patience: int = 5  # evaluations without improvement before stopping
-    val_size: int = 2000
-    threads: int | None = None  # torch CPU threads while training; None leaves torch's setting
+    hidden: PositiveInt = option(64, "MLP width and feature size / transformer width")
+    batch: PositiveInt = option(128, "training batch size, in samples")
+    lr: PositiveFloat = option(1e-3, "learning rate (constant)")
+    weight_decay: NonNegativeFloat = option(0.0, "weight decay")
+    max_epochs: PositiveInt = option(100, "training epochs at most")
+    eval_epochs: PositiveInt = option(1, "evaluate every this many epochs")
+    patience: PositiveInt = option(5, "evaluations in a row without improvement before stopping")
+    val_size: PositiveInt = option(2000, "validation samples")
+    threads: PositiveInt | None = option(None, "torch CPU threads while training; unset: torch's setting")
 
     def __post_init__(self) -> None:
         preset = GRIDS.get(self.grid, {})
@@ -96,27 +106,8 @@ class Config:
                 setattr(self, key, list(preset.get(key, [])))
 
     def validate(self) -> None:
-        if self.grid not in GRIDS:
-            raise CtxlensError(f"Unknown grid {self.grid!r}; choose one of: {', '.join(sorted(GRIDS))}.")
-        positive("sizes", self.sizes)
-        positive("lengths", self.lengths)
-        for name in ("hidden", "batch", "max_epochs", "eval_epochs", "patience", "val_size", "n_bits",
-                     "tasks_per_bit", "first_max_bit"):
-            positive(name, getattr(self, name))
-        if self.threads is not None:
-            positive("threads", self.threads)
-        if any(s < 0 for s in self.seeds):
-            raise CtxlensError(f"Option 'seeds' must be >= 0, got {self.seeds}; pass non-negative seeds.")
-        if self.n_bits > MAX_BITS:
-            raise CtxlensError(f"Option 'n_bits' must be at most {MAX_BITS}, got {self.n_bits}; pass fewer bits.")
         if any(c > self.n_bits for c in self.lengths):
             raise CtxlensError(f"Option 'lengths' must not exceed n_bits={self.n_bits}; drop the longer lengths.")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise CtxlensError(f"Option 'lr' must be a positive finite number, got {self.lr}; pass e.g. 1e-3.")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise CtxlensError(f"Option 'weight_decay' must be finite and >= 0, got {self.weight_decay}; pass e.g. 0.")
-        if not math.isfinite(self.alpha):
-            raise CtxlensError(f"Option 'alpha' must be finite, got {self.alpha}; pass e.g. 1.15.")
         self.dataset()  # the dataset's own checks (bit and task counts)
 
     def dataset(self) -> SparseParity:

@@ -37,14 +37,15 @@ import json
 import math
 import os
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sparse_parity import SparseParity
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
+from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, option
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP
@@ -54,33 +55,29 @@ PAPER = {"slope": -0.693, "intercept": 0.0139, "r2": 1 - 7e-9}  # Appendix J.3, 
 
 @dataclass
 class Config:
-    n_bits: int = 16
-    first_max_bit: int = 4
-    tasks_per_bit: int = 1
-    alpha: float = 0.0  # task frequency ∝ (farther bit) ** -alpha; 0: every subtask equally often
-    data_seed: int = 0  # places the nearer bit of every subtask
-    lengths: list[int] | None = None  # visible context lengths; None: first_max_bit + 1 .. n_bits
-    hidden: int = 128
-    feature_dim: int = 32
-    steps: int = 6000
-    batch: int = 256
-    lr: float = 3e-3
-    weight_decay: float = 0.1
-    seed: int = 0
-    n_eval: int = 4000  # samples per visible length
-    thresholds: list[float] = field(default_factory=lambda: [0.01, 0.05, 0.25])
-    threads: int = 1  # CPU threads while training (a tiny MLP runs fastest on one)
-    reuse: bool = True  # load a cached model trained with the same options
+    n_bits: PositiveInt = option(16, "sparse-parity bits per sample")
+    first_max_bit: PositiveInt = option(4, "the farther bit of the first subtasks")
+    tasks_per_bit: PositiveInt = option(1, "subtasks per farther bit")
+    alpha: float = option(0.0, "subtask frequency ∝ (farther bit) ** -alpha; 0: every subtask equally often "
+                               "(Appendix J.1)")
+    data_seed: int = option(0, "seed placing the nearer bit of every subtask")
+    lengths: list[PositiveInt] | None = option(None, "visible context lengths l, in bits; unset: first_max_bit + 1 "
+                                                     ".. n_bits")
+    hidden: PositiveInt = option(128, "width of the context MLP")
+    feature_dim: PositiveInt = option(32, "size of the context feature whose PCA dimension is measured")
+    steps: PositiveInt = option(6000, "training steps")
+    batch: PositiveInt = option(256, "training batch size, in samples")
+    lr: PositiveFloat = option(3e-3, "learning rate")
+    weight_decay: float = option(0.1, "weight decay")
+    seed: int = option(0, "training seed")
+    n_eval: PositiveInt = option(4000, "evaluation samples per visible length")
+    thresholds: list[PositiveFraction] = option(
+        factory=lambda: [0.01, 0.05, 0.25], help="intrinsic-dimension thresholds on relative eigenvalues "
+                                                 "(0.05: the paper's 1/20, Appendix J.2)")
+    threads: PositiveInt = option(1, "CPU threads while training (a tiny MLP runs fastest on one)")
+    reuse: bool = option(True, "load a cached model trained with the same options")
 
     def validate(self) -> None:
-        for name in ("n_bits", "first_max_bit", "tasks_per_bit", "hidden", "feature_dim", "steps", "batch",
-                     "lr", "n_eval", "threads"):
-            positive(name, getattr(self, name))
-        positive("thresholds", self.thresholds)
-        if any(t > 1 for t in self.thresholds):
-            raise CtxlensError(
-                f"Option 'thresholds' holds relative eigenvalues, so each must be <= 1 (got {self.thresholds})."
-            )
         ds = dataset(self)
         for c in self.visible_lengths():
             ds.bayes_risk(c)  # validates the range

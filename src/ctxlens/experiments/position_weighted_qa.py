@@ -12,30 +12,25 @@ from __future__ import annotations
 
 from ctxlens.tasks.base import TooShort
 
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import NonNegativeFloat, PositiveFraction, PositiveInt, option
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
 class Config(TaskOptions):
-    max_length: int = 8192
-    gammas: list[float] = field(default_factory=lambda: [0.0, 0.5, 1.0, 2.0, 4.0])
-    fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
-    task: str = "qa_1"
-
-    def validate(self) -> None:
-        self.validate_tasks()
-        positive("max_length", self.max_length)
-        if any(g < 0 for g in self.gammas):
-            raise CtxlensError(f"Option 'gammas' must be >= 0, got {self.gammas}.")
-        if any(not 0 < f <= 1 for f in self.fractions):
-            raise CtxlensError(f"Option 'fractions' must lie in (0, 1], got {self.fractions}.")
-        if self.task not in ("qa_1", "qa_2"):
-            raise CtxlensError(f"Option 'task' must be qa_1 or qa_2, got '{self.task}'.")
+    max_length: PositiveInt = option(8192, "L: the length, in tokens, the prompts are built at")
+    gammas: list[NonNegativeFloat] = option(
+        factory=lambda: [0.0, 0.5, 1.0, 2.0, 4.0],
+        help="gamma of P(x) ∝ (1 - x/L)^gamma, x the golden paragraph's distance to the end (0: uniform)")
+    fractions: list[PositiveFraction] = option(
+        factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+        help="visible fractions: the model sees the last fraction x (max_length - budget) tokens (ctl)")
+    task: typing.Literal["qa_1", "qa_2"] = option("qa_1", "the document-QA task: qa_1 (SQuAD) or qa_2 (HotpotQA)")
 
 
 def plan(config: Config) -> list[dict]:

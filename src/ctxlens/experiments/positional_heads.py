@@ -11,45 +11,23 @@ whether p < alpha; ``kind="selection"`` one per fraction with the selected heads
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import RANK_BY, correlation_rows, n_selected, rank_heads
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.probes.dominant import correlation_rows, n_selected, rank_heads
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.dominant_dimension import measure
 from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source spec, or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [512])  # detection length(s), e.g. the training length
-    n_samples: int = 4  # inputs (the paper uses 17)
-    top_k: int = 100  # attended keys per query
-    n_queries: int = 0  # queries per input, evenly spaced; 0: every token
-    fractions: list[float] = field(default_factory=lambda: [0.05, 0.1])
-    rank_by: str = "abs"  # abs | positive | negative
-    alpha: float = 0.05  # significance level of the per-head test (no multiple-test correction)
-    transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
-    train_length: int | None = None
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        common.validate(self)
-        positive("top_k", self.top_k)
-        validate_fractions(self.fractions)
-        if self.rank_by not in RANK_BY:
-            raise CtxlensError(f"Option 'rank_by' must be one of {', '.join(RANK_BY)}, got '{self.rank_by}'.")
-        if not 0 < self.alpha < 1:
-            raise CtxlensError(f"Option 'alpha' must lie in (0, 1), got {self.alpha}; pass e.g. 0.05.")
-
-
-def validate_fractions(fractions: list[float]) -> None:
-    if not fractions or any(not 0 < f <= 1 for f in fractions):
-        raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
+class Config(common.HeadOptions):
+    lengths: list[PositiveInt] = option(factory=lambda: [512],
+                                        help="detection lengths, in tokens (e.g. the training length)")
+    alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
+        0.05, "significance level of each head's test (no multiple-test correction)")
 
 
 def plan(config: Config) -> list[dict]:

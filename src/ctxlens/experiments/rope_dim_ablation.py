@@ -18,7 +18,9 @@ Measures per (transform, ablation, length):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
@@ -27,43 +29,35 @@ from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
+from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
 
-MEASURES = ("loss", "attention", "dominant")
+Measure = typing.Literal["loss", "attention", "dominant"]
+MEASURES = typing.get_args(Measure)
 _SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
 
 
 @dataclass
-class Config:
-    source: str = "builtin"
-    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024])
-    n_samples: int = 2
-    ablations: list[str] = field(default_factory=lambda: ["high:25%", "low:25%"])
-    measures: list[str] = field(default_factory=lambda: list(MEASURES))
-    n_queries: int = 64  # queries per input for attention and dominant measures, evenly spaced; 0: all
-    top_k: int = 100
-    n_bins: int = 32
-    transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # ablated and measured layers; empty: every attention layer
-    train_length: int | None = None
-    seed: int = 0
-    text_field: str = "text"
+class Config(common.DominantOptions):
+    n_samples: PositiveInt = option(2, "windows (inputs) per length")
+    layers: list[int] = option(factory=list, help="ablated and measured attention layers, from 0; empty: every "
+                                                  "attention layer")
+    n_queries: NonNegativeInt = option(64, "queries per input of the attention and dominant measures, evenly "
+                                           "spaced; 0: every token")
+    ablations: Annotated[list[str], NonEmpty] = option(
+        factory=lambda: ["high:25%", "low:25%"],
+        help="frequency pairs zeroed, one unit each: high:K, low:K (K pairs or K%), pairs:A-B; pair 0 is the highest "
+             "frequency")
+    measures: Annotated[list[Measure], NonEmpty] = option(factory=lambda: list(MEASURES),
+                                                          help="what is measured with and without the ablation")
+    n_bins: PositiveInt = option(32, "relative-distance bins of the dominant measure's curve rows")
 
     def validate(self) -> None:
-        common.validate(self)
-        positive("top_k", self.top_k)
-        positive("n_bins", self.n_bins)
-        if self.n_queries < 0:
-            positive("n_queries", self.n_queries)
+        super().validate()
         for spec in self.ablations:
             _parse(spec)
-        bad = [m for m in self.measures if m not in MEASURES]
-        if bad or not self.measures:
-            raise CtxlensError(f"Option 'measures' must list some of {', '.join(MEASURES)}, got {self.measures}.")
-        if not self.ablations:
-            raise CtxlensError("Option 'ablations' is empty; pass e.g. --ablations high:25%,low:25%.")
 
 
 def _parse(spec: str) -> re.Match:

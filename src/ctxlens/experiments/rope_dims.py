@@ -11,35 +11,24 @@ n_dims): the frequencies of pair d differ between sliding and global layers of G
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, attention_layers, scan
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
+from ctxlens.core.options import PositiveInt, option
 from ctxlens.metrics.rope import top_pair_counts
 
 
 @dataclass
-class Config:
-    source: str = "builtin"  # text source spec, or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [512])
-    n_samples: int = 4  # inputs per length (the paper uses 17)
-    n_pairs: int = 1000  # query-key pairs sampled per input and layer (shared by its heads)
-    top_k: int = 5
-    transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
-    train_length: int | None = None  # default: from the model (zoo record or config)
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        common.validate(self)
-        positive("n_pairs", self.n_pairs)
-        positive("top_k", self.top_k)
+class Config(common.RopeOptions):
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="input lengths, in tokens")
+    n_pairs: PositiveInt = option(1000, "query-key pairs sampled per input and layer (shared by its heads)")
+    top_k: PositiveInt = option(5, "frequency pairs counted per query-key pair: those contributing most (Figure 1: 5)")
 
 
 def plan(config: Config) -> list[dict]:

@@ -22,14 +22,15 @@ own base).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Fraction, NonEmpty, PositiveFloat, PositiveInt, option
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 from ctxlens.probes import suffix as sx
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
 )
@@ -38,30 +39,25 @@ from ctxlens.lm import rope as _rope
 
 @dataclass
 class Config(sx.GeometryOptions):
-    thetas: list[float] = field(default_factory=lambda: [1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6])
-    ppl_lengths: list[int] = field(default_factory=lambda: [512, 2048])
-    accs_lengths: list[int] = field(default_factory=lambda: [2048])
-    boundary: float = 0.5  # ACCS: shuffle prefix tokens [0, boundary * prefix length)
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # ACCS layers (paper: the last)
-    needle_lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])  # empty: no probe
-    n_needles: int = 20
-    needle_depth: float = 0.5  # where the fact sits in the prompt: 0 = start, 1 = just before the question
-    rope_layers: str | None = None  # layer types swept on per-type RoPE models: global (default) | sliding | all
+    thetas: Annotated[list[PositiveFloat], NonEmpty] = option(
+        factory=lambda: [1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6], help="RoPE bases theta swept, one unit each")
+    ppl_lengths: list[PositiveInt] = option(factory=lambda: [512, 2048],
+                                            help="sequence lengths of the suffix perplexity, in tokens")
+    accs_lengths: list[PositiveInt] = option(factory=lambda: [2048], help="sequence lengths of the ACCS, in tokens")
+    boundary: Fraction = option(0.5, "ACCS: prefix tokens [0, boundary x prefix length) are shuffled")
+    layers: list[int] | None = option(factory=lambda: [-1], help="ACCS layers, negative from the end (the paper: "
+                                                                 "the last); unset (null): every layer")
+    needle_lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
+                                               help="prompt lengths of the needle probe, in tokens; empty: no probe")
+    n_needles: PositiveInt = option(20, "needle probes per length")
+    needle_depth: Fraction = option(0.5, "where the fact sits in the prompt: 0 the start, 1 just before the question")
+    rope_layers: str | None = option(None, "layer types swept on models with a RoPE per layer type: global, "
+                                           "sliding, all or a layer type; unset: global")
 
     def validate(self) -> None:
         super().validate()
-        positive("thetas", self.thetas)
-        if not self.thetas:
-            raise CtxlensError("thetas is empty; pass RoPE bases to sweep, e.g. --thetas 10000,50000,500000.")
         self.check_lengths(self.ppl_lengths, "ppl_lengths")
         self.check_lengths(self.accs_lengths, "accs_lengths")
-        positive("needle_lengths", self.needle_lengths)
-        positive("n_needles", self.n_needles)
-        sx.check_boundaries("boundary", [self.boundary])
-        if not 0.0 <= self.needle_depth <= 1.0:
-            raise CtxlensError(
-                f"needle_depth must lie in [0, 1], got {self.needle_depth}; 0.5 puts the fact mid-prompt."
-            )
 
 
 def plan(config: Config) -> list[dict]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from ctxlens.tasks.base import TooShort
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ctxlens.core.options import PositiveInt, option
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.scoring import THRESHOLD
@@ -23,13 +24,14 @@ from ctxlens.tasks.scoring import THRESHOLD
 
 @dataclass
 class Config(TaskOptions):
-    tasks: list[str] = field(default_factory=lambda: list(RULER_TASKS))
-    lengths: list[int] = field(default_factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072])
-    threshold: float = THRESHOLD  # effective length: largest length whose mean score reaches this
+    tasks: list[str] = option(factory=lambda: list(RULER_TASKS), help="tasks run (ctxlens tasks lists them); "
+                                                                       "default: RULER's 13")
+    lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072],
+                                        help="prompt lengths, in tokens")
+    threshold: float = option(THRESHOLD, "effective length: the largest length whose mean score (0-100) reaches "
+                                         "this")
 
     def validate(self) -> None:
-        self.validate_tasks()
-        positive("lengths", self.lengths)
         for task in self.tasks:
             get_task(task)
 

@@ -10,8 +10,9 @@ precedes them. One unit per length, one row per length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ctxlens.core.options import PositiveInt, option
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
@@ -21,7 +22,8 @@ from ctxlens.experiments.registry import (
 
 @dataclass
 class Config(sx.SuffixOptions):
-    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])
+    lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
+                                        help="sequence lengths (prefix + suffix), in tokens")
 
     def validate(self) -> None:
         super().validate()

@@ -9,24 +9,20 @@ directory work end to end; the paper-grade loss-vs-visible-context curve (the in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ctxlens.core.options import PositiveInt, option
 from ctxlens.data.sources import open_source, token_windows
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
+from ctxlens.probes.source import SourceOptions
 
 
 @dataclass
-class Config:
-    source: str = "random"  # text source spec (file, folder, hf:ID) or "random" token ids
-    lengths: list[int] = field(default_factory=lambda: [128, 256])
-    n_samples: int = 4
-    seed: int = 0
-    text_field: str = "text"
-
-    def validate(self) -> None:
-        positive("lengths", self.lengths)
-        positive("n_samples", self.n_samples)
+class Config(SourceOptions):
+    source: str = option("random", "text source: random (uniform random token ids), builtin[:SPLIT], "
+                                   "a .txt/.jsonl/.parquet file or folder, or hf:DATASET")
+    lengths: list[PositiveInt] = option(factory=lambda: [128, 256], help="window lengths, in tokens")
 
 
 def plan(config: Config) -> list[dict]:

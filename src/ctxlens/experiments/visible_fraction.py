@@ -12,26 +12,24 @@ from __future__ import annotations
 
 from ctxlens.tasks.base import TooShort
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import PositiveFraction, PositiveInt, option
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
-from ctxlens.experiments.base import Experiment, positive
+from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
 
 
 @dataclass
 class Config(TaskOptions):
-    tasks: list[str] = field(default_factory=lambda: ["qa_1", "fwe", "cwe", "vt"])
-    max_length: int = 8192
-    fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    tasks: list[str] = option(factory=lambda: ["qa_1", "fwe", "cwe", "vt"], help="tasks run (Appendix A.3's four)")
+    max_length: PositiveInt = option(8192, "M: the length, in tokens, the prompts are built at")
+    fractions: list[PositiveFraction] = option(
+        factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+        help="visible fractions: the model sees the last fraction x (max_length - budget) tokens (ctl)")
 
     def validate(self) -> None:
-        self.validate_tasks()
-        positive("max_length", self.max_length)
-        if any(not 0 < f <= 1 for f in self.fractions):
-            raise CtxlensError(f"Option 'fractions' must lie in (0, 1], got {self.fractions}.")
         for task in self.tasks:
             get_task(task)
 

@@ -14,6 +14,7 @@ pair count: [layers, H, L] each, independent of how many queries or inputs went 
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Sequence
 
 import torch
@@ -22,7 +23,8 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.metrics.rope import dominant_dimension, spearman
 
-RANK_BY = ("abs", "positive", "negative")
+RankBy = typing.Literal["abs", "positive", "negative"]  # |rho|, or signed rho
+RANK_BY = typing.get_args(RankBy)
 
 
 class DistanceSums:

@@ -20,6 +20,7 @@ Depth is the fraction of the prompt before the needle (0: start, 1: end). Prompt
 from __future__ import annotations
 
 import random
+import typing
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +28,8 @@ import torch
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, retrieval_probes
 
-STYLES = ("corpus", "classic")
+Style = typing.Literal["corpus", "classic"]
+STYLES = typing.get_args(Style)
 _FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 
 

@@ -10,26 +10,60 @@ statistics pool pairs across inputs. Every per-layer row names the RoPE that lay
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated
+
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
 from ctxlens.data.sources import open_source, token_windows
+from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
-from ctxlens.core.options import positive
+from ctxlens.probes.source import SourceOptions
 
 
-def validate(config) -> None:
-    """Checks every RoPE experiment's Config shares (lengths, samples, transforms, layers)."""
-    positive("lengths", config.lengths)
-    positive("n_samples", config.n_samples)
-    if not config.transforms:
-        raise CtxlensError("Option 'transforms' is empty; pass at least one, e.g. --transforms none,yarn:4.")
-    for spec in config.transforms:
-        parse_transform(spec)
-    if config.train_length is not None:
-        positive("train_length", config.train_length)
-    if any(layer < 0 for layer in config.layers):
-        raise CtxlensError("Option 'layers' must list layer indices from 0; pass e.g. --layers 0,3.")
+@dataclass
+class RopeOptions(SourceOptions):
+    """The options of every RoPE experiment (rope-dims, dominant-dimension, positional-heads,
+    rope-dim-ablation, head-masking): inputs from a source at lengths below and beyond the
+    training length, under extrapolation transforms ("On the token distance modeling ability of
+    higher RoPE attention dimension", Section 4.2.2)."""
+
+    lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024],
+                                        help="input lengths, in tokens, below and beyond the training length")
+    transforms: Annotated[list[str], NonEmpty] = option(
+        factory=lambda: ["none"], help="extrapolation transforms, one unit each: none, theta:BASE, linear:F, "
+                                       "dynamic:F, yarn:F (optionally @global, @sliding or @all) or selfextend:G:W")
+    layers: list[int] = option(factory=list, help="attention layers analysed, from 0; empty: every attention layer")
+    train_length: PositiveInt | None = option(
+        None, "training length in tokens (splits rows into beyond_train or not; the transforms' original length); "
+              "unset: from the model (zoo record or config)")
+
+    def validate(self) -> None:
+        for spec in self.transforms:
+            parse_transform(spec)
+        if any(layer < 0 for layer in self.layers):
+            raise CtxlensError("Option 'layers' must list layer indices from 0; pass e.g. --layers 0,3.")
+
+
+@dataclass
+class DominantOptions(RopeOptions):
+    """RoPE options of the experiments that take each query's dominant dimension over its top-k
+    attended keys (Section 4.2.1, equations 13-15)."""
+
+    top_k: PositiveInt = option(100, "attended keys per query whose dominant dimension is taken (the paper uses 100)")
+    n_queries: NonNegativeInt = option(0, "queries per input, evenly spaced; 0: every token")
+
+
+@dataclass
+class HeadOptions(DominantOptions):
+    """Dominant-dimension options plus the selection of Positional Heads (Section 4.3.1):
+    heads ranked by Spearman's rho between relative distance and dominant dimension."""
+
+    fractions: Annotated[list[PositiveFraction], NonEmpty] = option(
+        factory=lambda: [0.05, 0.1], help="fractions of all heads selected as Positional Heads (the paper: 5% and 10%)")
+    rank_by: RankBy = option("abs", "rank heads by |rho| (abs), or by signed rho (positive, negative)")
 
 
 def units(config) -> list[dict]:

@@ -13,45 +13,47 @@ left for shorter ones, so every length and every perturbation scores the same su
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes.perturb import Shuffle
-from ctxlens.core.options import positive
+from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.lm import losses as _losses
 from ctxlens.metrics.geometry import AccsAccumulator
 
-STREAMS = ("residual", "block")
+Stream = typing.Literal["residual", "block"]
+STREAMS = typing.get_args(Stream)
 
 
 @dataclass
 class SuffixOptions:
-    """Options every seed 000 experiment shares (the paper's controls)."""
+    """The controls every experiment of "How much do contextualized representations encode
+    long-range context?" shares (Sections 2-3): a prefix, then an N-token suffix whose tokens
+    are the same in every condition."""
 
-    source: str = "builtin:test"  # text source spec, or "random" token ids
-    text_field: str = "text"
-    n_sequences: int = 16  # sequences (windows) per length
-    suffix_len: int = 32  # N: suffix tokens, the same tokens in every condition
-    suffix_positions: int = 0  # m: measured positions per sequence, evenly spread; 0 = all N
-    batch_size: int = 4  # sequences per forward
-    seed: int = 0  # windows of the random source and every perturbation
+    source: str = option("builtin:test", "text source: builtin[:SPLIT], a .txt/.jsonl/.parquet file or folder, "
+                                         "hf:DATASET, or random (uniform random token ids)")
+    text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
+    n_sequences: PositiveInt = option(16, "sequences (windows) per length")
+    suffix_len: PositiveInt = option(32, "N: suffix tokens, the same tokens in every condition")
+    suffix_positions: NonNegativeInt = option(0, "m: measured suffix positions per sequence, evenly spread; 0: all N")
+    batch_size: PositiveInt = option(4, "sequences per forward")
+    seed: int = option(0, "seed of the random source's windows and of every perturbation")
 
     def validate(self) -> None:
-        positive("n_sequences", self.n_sequences)
-        positive("suffix_len", self.suffix_len)
-        positive("batch_size", self.batch_size)
-        if not 0 <= self.suffix_positions <= self.suffix_len:
+        if self.suffix_positions > self.suffix_len:
             raise CtxlensError(
-                f"suffix_positions must lie in [0, suffix_len={self.suffix_len}], got {self.suffix_positions}; "
+                f"Option 'suffix_positions' must be at most suffix_len={self.suffix_len}, got {self.suffix_positions}; "
                 "pass 0 to measure every suffix token."
             )
 
     def check_lengths(self, lengths: Sequence[int], name: str = "lengths") -> None:
-        positive(name, list(lengths))
         short = [n for n in lengths if n <= self.suffix_len + 1]
         if short:
             raise CtxlensError(
@@ -62,18 +64,12 @@ class SuffixOptions:
 
 @dataclass
 class GeometryOptions(SuffixOptions):
-    """Shared options of the experiments that capture suffix representations."""
+    """Suffix options of the experiments that capture suffix representations (ACCS, anisotropy)."""
 
-    streams: list[str] = field(default_factory=lambda: ["residual"])  # residual (after mixer) | block
-    condition_number: bool = False  # also the covariance condition number (Appendix A); O(d^2) memory
-
-    def validate(self) -> None:
-        super().validate()
-        bad = [s for s in self.streams if s not in STREAMS]
-        if bad or not self.streams:
-            raise CtxlensError(
-                f"streams must be a non-empty list of {', '.join(STREAMS)}, got {self.streams}; fix --streams."
-            )
+    streams: Annotated[list[Stream], NonEmpty] = option(
+        factory=lambda: ["residual"], help="residual streams captured: residual (after the context-mixing "
+                                           "sublayer, resid_mid) or block (the block output, resid_post)")
+    condition_number: bool = option(False, "also the covariance condition number (Appendix A); O(d^2) memory")
 
 
 # --------------------------------------------------------------------------------------
@@ -257,16 +253,6 @@ def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
 # --------------------------------------------------------------------------------------
 # Rows
 # --------------------------------------------------------------------------------------
-
-
-def check_boundaries(name: str, values: Sequence[float]) -> None:
-    """Relative right boundaries must lie in [0, 1] (0: nothing perturbed, 1: the whole prefix)."""
-    bad = [b for b in values if not 0.0 <= b <= 1.0]
-    if bad or not values:
-        raise CtxlensError(
-            f"Option '{name}' must hold relative boundaries in [0, 1] (fractions of the prefix), got {list(values)}; "
-            "e.g. 0.5 perturbs the first half of the prefix."
-        )
 
 
 def prefix_shuffle(prefix_len: int, boundary: float, window: int = 0) -> Shuffle:

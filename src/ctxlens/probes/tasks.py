@@ -11,41 +11,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import positive
+from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.tasks.base import Sample
-from ctxlens.tasks.backends import BACKENDS, backend_for
-from ctxlens.tasks.render import TEMPLATES
+from ctxlens.tasks.backends import Backend, backend_for
+from ctxlens.tasks.render import Template
 from ctxlens.tasks.scoring import score
 
 
 @dataclass
 class TaskOptions:
-    """Options every task experiment takes (all have defaults)."""
+    """Options every task experiment takes (all have defaults): how the RULER-style datasets are
+    generated and how the model's greedy answers are decoded."""
 
-    n_samples: int = 20
-    seed: int = 0
-    template: str = "auto"  # auto | plain | chat: how prompts are rendered (ctxlens.tasks.render)
-    max_new_tokens: int = 0  # 0: each task's RULER budget; otherwise this budget for every task
-    backend: str = "transformers"  # transformers | vllm | openai
-    batch_size: int = 8
-    tensor_parallel: int = 1  # vllm only
-    api_base: str = ""  # openai only, e.g. http://localhost:8000/v1
-    api_model: str = ""  # openai only (default: the model spec)
-    haystack_source: str = "builtin"  # essay haystack: builtin, or a local text corpus (file/folder)
-    squad: str = "builtin"  # qa_1 data: builtin, or SQuAD v2 dev JSON
-    hotpotqa: str = "builtin"  # qa_2 data: builtin, or HotpotQA distractor dev JSON
-    cache: bool = True  # keep generated datasets on disk ($CTXLENS_HOME/tasks)
-    keep_predictions: bool = True  # store the generated text in each row
-
-    def validate_tasks(self) -> None:
-        positive("n_samples", self.n_samples)
-        positive("batch_size", self.batch_size)
-        if self.template not in TEMPLATES:
-            raise CtxlensError(f"Option 'template' must be one of {', '.join(TEMPLATES)}, got '{self.template}'.")
-        if self.backend not in BACKENDS:
-            raise CtxlensError(f"Option 'backend' must be one of {', '.join(BACKENDS)}, got '{self.backend}'.")
-        if self.max_new_tokens < 0:
-            raise CtxlensError("Option 'max_new_tokens' must be 0 (task default) or positive.")
+    n_samples: PositiveInt = option(20, "samples (prompts) per unit")
+    seed: int = option(0, "seed of the generated datasets")
+    template: Template = option("auto", "how prompts are rendered: plain text, the tokenizer's chat template, or "
+                                        "auto (chat when the tokenizer has one)")
+    max_new_tokens: NonNegativeInt = option(0, "generation budget in tokens for every task; 0: each task's RULER "
+                                               "budget")
+    backend: Backend = option("transformers", "generation backend: transformers, vllm, or openai (an "
+                                              "OpenAI-compatible server)")
+    batch_size: PositiveInt = option(8, "prompts per generation batch")
+    tensor_parallel: PositiveInt = option(1, "vllm only: GPUs the model is split over")
+    api_base: str = option("", "openai only: the server's base URL, e.g. http://localhost:8000/v1")
+    api_model: str = option("", "openai only: the served model's name; empty: the model spec")
+    haystack_source: str = option("builtin", "essay haystack text: builtin, or a local text corpus (file or folder)")
+    squad: str = option("builtin", "qa_1 data: builtin, or a SQuAD v2 dev JSON file")
+    hotpotqa: str = option("builtin", "qa_2 data: builtin, or a HotpotQA distractor dev JSON file")
+    cache: bool = option(True, "keep generated datasets on disk ($CTXLENS_HOME/tasks)")
+    keep_predictions: bool = option(True, "store the generated text in each row (pred)")
 
 
 def task_options(config: TaskOptions, extra: dict | None = None) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 import urllib.error
 import urllib.request
 from collections import defaultdict
@@ -25,7 +26,8 @@ from collections.abc import Sequence
 
 from ctxlens.core.errors import CtxlensError, unknown
 
-BACKENDS = ("transformers", "vllm", "openai")
+Backend = typing.Literal["transformers", "vllm", "openai"]
+BACKENDS = typing.get_args(Backend)
 
 
 def _eos_ids(model, tokenizer) -> set[int]:

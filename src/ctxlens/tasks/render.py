@@ -16,11 +16,13 @@ sample records which one it used and its rendered prompt.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError, unknown
 
-TEMPLATES = ("auto", "plain", "chat")
+Template = typing.Literal["auto", "plain", "chat"]
+TEMPLATES = typing.get_args(Template)
 _SENTINEL = "CTXLENS_USER_CONTENT_7f3a"
 
 

@@ -1,0 +1,39 @@
+"""Option groups of the experiments that cut windows of token ids from a text source.
+
+``SourceOptions``: which source, how many windows per length and from which seed (token-loss,
+loss-vs-length, intrinsic-entropy and, through ``RopeOptions``, the five RoPE experiments).
+``LengthSweepOptions`` adds what the two visible-context sweeps of "Intrinsic Entropy of Context
+Length Scaling in LLMs" (Section 2.2.2) share: forwards batched up to a token budget, an
+optional BOS, each length once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import PositiveInt, option
+
+
+@dataclass
+class SourceOptions:
+    """Windows of token ids from a text source: ``n_samples`` per length, drawn reproducibly from ``seed``."""
+
+    source: str = option("builtin", "text source: builtin[:SPLIT], a .txt/.jsonl/.parquet file or folder, "
+                                    "hf:DATASET, or random (uniform random token ids)")
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="window lengths, in tokens")
+    n_samples: PositiveInt = option(4, "windows (inputs) per length")
+    seed: int = option(0, "seed of the windows drawn from the source")
+    text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
+
+
+@dataclass
+class LengthSweepOptions(SourceOptions):
+    """Windows scored at several visible context lengths, batched up to ``batch_tokens`` per forward."""
+
+    batch_tokens: PositiveInt = option(1 << 16, "tokens per forward (windows are batched up to this)")
+    bos: bool = option(False, "put the tokenizer's BOS before every window (it does not count as visible)")
+
+    def validate(self) -> None:
+        if len(set(self.lengths)) != len(self.lengths):
+            raise CtxlensError(f"Option 'lengths' repeats a value ({self.lengths}); list each length once.")
