@@ -56,6 +56,8 @@ NonNegativeFloat = Annotated[float, NonNegative]
 Fraction = Annotated[float, between(0, 1)]  # a fraction in [0, 1]
 PositiveFraction = Annotated[float, between(0, 1, open_low=True)]  # in (0, 1]
 Percent = Annotated[float, between(0, 100)]  # a percentage in [0, 100]
+MAX_COUNT = 100_000  # samples, draws: a plan of more units would not fit in memory before any work
+Count = Annotated[int, between(1, MAX_COUNT)]  # how many samples / draws / windows
 
 
 def _coerce(name: str, value, typ):

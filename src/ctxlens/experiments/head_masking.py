@@ -23,7 +23,7 @@ from typing import Annotated
 
 import torch
 
-from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option
+from ctxlens.core.options import Count, Fraction, NonEmpty, option, PositiveInt
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import as_mask, n_selected, random_heads
@@ -41,7 +41,7 @@ TASKS = typing.get_args(Task)
 class Config(common.HeadOptions):
     source: str = option("builtin", "text source of the perplexity windows and the head detection: "
                                     "builtin[:SPLIT], a file or folder, hf:DATASET, or random")
-    n_samples: PositiveInt = option(2, "perplexity windows per length")
+    n_samples: Count = option(2, "perplexity windows per length")
     layers: list[int] = option(factory=list, help="mask heads of these attention layers only, from 0; empty: "
                                                   "every attention layer")
     tasks: Annotated[list[Task], NonEmpty] = option(factory=lambda: list(TASKS),
@@ -51,7 +51,7 @@ class Config(common.HeadOptions):
     depths: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [0.1, 0.5, 0.9], help="passkey depths: fraction of the prompt before the needle")
     n_passkey: PositiveInt = option(4, "passkey probes per depth and length")
-    n_draws: PositiveInt = option(3, "random-head draws per fraction (the control)")
+    n_draws: Count = option(3, "random-head draws per fraction (the control)")
     detect_length: PositiveInt | None = option(None, "length, in tokens, at which Positional Heads are detected; "
                                                      "unset: the training length")
     detect_samples: PositiveInt = option(4, "inputs of the head detection")

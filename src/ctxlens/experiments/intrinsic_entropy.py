@@ -35,7 +35,7 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import PositiveFraction, PositiveInt, at_least, option
+from ctxlens.core.options import between, MAX_COUNT, option, PositiveFraction, PositiveInt
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.loss_vs_length import iter_last_states, next_token_nll, samples, with_bos
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
@@ -54,7 +54,7 @@ from ctxlens.metrics.spectrum import (
 class Config(LengthSweepOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
                                         help="context lengths, in tokens (each once)")
-    n_samples: Annotated[int, at_least(2)] = option(
+    n_samples: Annotated[int, between(2, MAX_COUNT)] = option(
         512, "windows per length, whose last-token features make the covariance (the paper uses >= 10000)")
     layer: int | None = option(None, "features from this block's output; unset: the final hidden state after "
                                      "the final norm (what the LM head reads)")

@@ -30,7 +30,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Count, option, PositiveInt
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.lm import losses as _losses
 from ctxlens.metrics.fits import fit_power_law
@@ -40,7 +40,7 @@ from ctxlens.metrics.fits import fit_power_law
 class Config(LengthSweepOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
                                         help="visible context lengths l, in tokens (each once)")
-    n_samples: PositiveInt = option(8, "windows, each scored at every length")
+    n_samples: Count = option(8, "windows, each scored at every length")
     n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
 
 

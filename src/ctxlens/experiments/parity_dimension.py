@@ -38,6 +38,7 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Annotated
 
 import torch
 
@@ -45,7 +46,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
-from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, option
+from ctxlens.core.options import between, option, PositiveFloat, PositiveFraction, PositiveInt
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP
@@ -55,7 +56,7 @@ PAPER = {"slope": -0.693, "intercept": 0.0139, "r2": 1 - 7e-9}  # Appendix J.3, 
 
 @dataclass
 class Config:
-    n_bits: PositiveInt = option(16, "sparse-parity bits per sample")
+    n_bits: Annotated[int, between(1, 64)] = option(16, "sparse-parity bits per sample")
     first_max_bit: PositiveInt = option(4, "the farther bit of the first subtasks")
     tasks_per_bit: PositiveInt = option(1, "subtasks per farther bit")
     alpha: float = option(0.0, "subtask frequency ∝ (farther bit) ** -alpha; 0: every subtask equally often "

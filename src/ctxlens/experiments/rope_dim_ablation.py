@@ -31,7 +31,7 @@ from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, NonEmpty, NonNegativeInt, option, PositiveInt
 from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
 
 Measure = typing.Literal["loss", "attention", "dominant"]
@@ -41,7 +41,7 @@ _SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
 
 @dataclass
 class Config(common.DominantOptions):
-    n_samples: PositiveInt = option(2, "windows (inputs) per length")
+    n_samples: Count = option(2, "windows (inputs) per length")
     layers: list[int] = option(factory=list, help="ablated and measured attention layers, from 0; empty: every "
                                                   "attention layer")
     n_queries: NonNegativeInt = option(64, "queries per input of the attention and dominant measures, evenly "

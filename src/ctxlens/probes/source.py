@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Count, option, PositiveInt
 
 
 @dataclass
@@ -22,7 +22,7 @@ class SourceOptions:
     source: str = option("builtin", "text source: builtin[:SPLIT], a .txt/.jsonl/.parquet file or folder, "
                                     "hf:DATASET, or random (uniform random token ids)")
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="window lengths, in tokens")
-    n_samples: PositiveInt = option(4, "windows (inputs) per length")
+    n_samples: Count = option(4, "windows (inputs) per length")
     seed: int = option(0, "seed of the windows drawn from the source")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
 
