@@ -8,7 +8,6 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.lm import from_model
 from ctxlens.lm.families import FAMILIES
@@ -238,4 +237,4 @@ def test_bad_options_are_one_sentence_errors(name, options, message):
 
 def test_bad_layer_is_a_clear_error():
     with pytest.raises(CtxlensError, match="Layer 5 does not exist"):
-        sx.resolve_layers(build_lm("llama"), [5])
+        build_lm("llama").layer_indices([5])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxlens.core.options import Layers
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import register
@@ -24,7 +25,7 @@ from ctxlens.experiments.registry import register
 class Config(sx.GeometryOptions):
     lengths: list[int] = field(default_factory=lambda: [512])
     boundaries: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)])
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    layers: Layers = field(default_factory=lambda: [-1])  # None: every layer
 
     def validate(self) -> None:
         super().validate()
@@ -38,17 +39,17 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
     shuffles = [sx.prefix_shuffle(prefix_len, b) for b in config.boundaries]
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, shuffles, layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
     rows = []
     for c, (boundary, shuffle) in enumerate(zip(config.boundaries, shuffles)):
-        coords = {"source": config.source, "cut_length": cache["max_length"],
+        coords = {"source": config.source, "cut_length": cut.cut_length,
                   "prefix_len": prefix_len, "suffix_len": config.suffix_len,
                   "positions": len(positions), "n_sequences": windows.shape[0], "boundary": boundary}
         rows += [sx.geometry_row(coords, shuffle, stream, layer, results[(c, stream, layer)], config.condition_number)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.probes import suffix as sx
@@ -33,7 +34,7 @@ class Config(sx.GeometryOptions):
     lengths: list[int] = field(default_factory=lambda: [512, 1024, 2048, 4096])
     period_len: int = 200  # L: tokens of the repeated string (paper: 200)
     stride: int = 56  # k: random tokens between copies (paper: 56)
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    layers: Layers = field(default_factory=lambda: [-1])  # None: every layer
 
     def validate(self) -> None:
         super().validate()
@@ -73,7 +74,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
                                stride=config.stride, seed=config.seed, low=low, high=high)
     prefix_len = length - config.suffix_len
     shuffle = Shuffle(0, prefix_len)
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)

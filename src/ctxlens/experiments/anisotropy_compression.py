@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
@@ -34,7 +35,7 @@ class Config(sx.GeometryOptions):
     lengths: list[int] = field(default_factory=lambda: [512])
     windows: list[int] = field(default_factory=lambda: [1, 4, 16, 64, 256, 0])  # 0: the whole prefix
     n_bins: int = 4  # compression-rate bins of the unperturbed windows; 0: none
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # None: every layer
+    layers: Layers = field(default_factory=lambda: [-1])  # None: every layer
 
     def validate(self) -> None:
         super().validate()
@@ -65,8 +66,8 @@ def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
     n, prefix_len = windows.shape[0], length - config.suffix_len
     shuffles = [Shuffle(0, prefix_len, min(w, prefix_len) if w else 0) for w in config.windows]
     samples = list(range(n))
@@ -74,7 +75,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
               for row in s.apply(windows, samples, config.seed)] for s in shuffles]  # [conditions][n]
     original = [compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size)) for row in windows]
     bins = equal_count_bins(original, config.n_bins) if config.n_bins else [None] * n
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
 
     def new():
@@ -97,7 +98,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for key, x in got.items():
                 by_window[(c,) + key].update(x)
 
-    base = {"source": config.source, "cut_length": cache["max_length"],
+    base = {"source": config.source, "cut_length": cut.cut_length,
             "prefix_len": prefix_len, "suffix_len": config.suffix_len,
             "positions": len(positions)}
     out = []

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxlens.core.options import Layers
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
-from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import attention_layers
+from ctxlens.probes.dominant import correlation_rows, curve_rows
+from ctxlens.probes.positional_heads import distance_sums
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 
@@ -36,7 +36,7 @@ class Config:
     n_queries: int = 0  # queries per input, evenly spaced; 0: every token
     n_bins: int = 32  # distance bins of the curve rows
     transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
+    layers: Layers = None  # None: every attention layer; negatives count from the end
     train_length: int | None = None  # default: from the model (zoo record or config)
     seed: int = 0
     text_field: str = "text"
@@ -53,19 +53,8 @@ def plan(config: Config) -> list[dict]:
     return common.units(config)
 
 
-def measure(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
-    """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs."""
-    layers = attention_layers(lm, config.layers)
-    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
-        ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
-        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
-        for sample in range(len(ids)):
-            accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
-    return sums
-
-
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    sums = measure(lm, config, unit, cache)
+    sums = distance_sums(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k}
     return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import RANK_BY, as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.positional_heads import ranked_heads, validate_fractions
+from ctxlens.probes.positional_heads import ranked_heads, validate_fractions
 from ctxlens.experiments.registry import register
 
 TASKS = ("passkey", "perplexity")
@@ -51,7 +51,7 @@ class Config:
     top_k: int = 100
     n_queries: int = 0
     transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # heads of these layers only; empty: all attention layers
+    layers: Layers = None  # heads of these layers only; None: every attention layer
     train_length: int | None = None
     seed: int = 0
     text_field: str = "text"
@@ -95,7 +95,7 @@ def masked_heads(lm, config: Config, unit: dict, cache: dict) -> list[tuple[int,
     """The (layer, head) pairs a unit masks."""
     if unit["condition"] == "none":
         return []
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     if unit["condition"] == "random":
         everyone = [(layer, h) for layer in layers for h in range(lm.n_heads)]
         return random_heads(everyone, n_selected(unit["fraction"], len(everyone)), config.seed, unit["draw"])

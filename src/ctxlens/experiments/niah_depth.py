@@ -14,7 +14,7 @@ from ctxlens.tasks.base import TooShort
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.tasks import get_task
@@ -36,14 +36,6 @@ class Config(TaskOptions):
             raise CtxlensError(f"Option 'depths' must lie in 0..100 percent, got {self.depths}.")
         if get_task(self.task).family != "niah":
             raise CtxlensError(f"Option 'task' must be a needle task (niah_*), got '{self.task}'.")
-
-
-def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
-    out: dict = {"depths": [depth]}
-    for name, v in (("type_haystack", haystack), ("type_needle_k", key), ("type_needle_v", value)):
-        if v:
-            out[name] = v
-    return out
 
 
 def plan(config: Config) -> list[dict]:

@@ -13,9 +13,8 @@ from ctxlens.tasks.base import TooShort
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.niah_depth import needle_options
 from ctxlens.experiments.registry import register
 from ctxlens.tasks.words import KINDS
 

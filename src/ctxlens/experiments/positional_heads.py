@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import RANK_BY, correlation_rows, n_selected, rank_heads
+from ctxlens.probes.dominant import RANK_BY, n_selected
+from ctxlens.probes.positional_heads import ranked_heads, validate_fractions
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.dominant_dimension import measure
 from ctxlens.experiments.registry import register
 
 
@@ -32,7 +33,7 @@ class Config:
     rank_by: str = "abs"  # abs | positive | negative
     alpha: float = 0.05  # significance level of the per-head test (no multiple-test correction)
     transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
+    layers: Layers = None  # None: every attention layer; negatives count from the end
     train_length: int | None = None
     seed: int = 0
     text_field: str = "text"
@@ -47,22 +48,8 @@ class Config:
             raise CtxlensError(f"Option 'alpha' must lie in (0, 1), got {self.alpha}; pass e.g. 0.05.")
 
 
-def validate_fractions(fractions: list[float]) -> None:
-    if not fractions or any(not 0 < f <= 1 for f in fractions):
-        raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
-
-
 def plan(config: Config) -> list[dict]:
     return common.units(config)
-
-
-def ranked_heads(lm, config, unit: dict, cache: dict) -> list[dict]:
-    """Correlation rows of every head, strongest first, with ``rank`` (cached per unit)."""
-    key = ("ranked", unit["transform"], unit["length"], config.n_samples, config.top_k, config.n_queries,
-           config.rank_by, tuple(config.layers))
-    if key not in cache:
-        cache[key] = rank_heads(correlation_rows(measure(lm, config, unit, cache)), config.rank_by)
-    return cache[key]
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
+from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
@@ -46,7 +47,7 @@ class Config:
     top_k: int = 100
     n_bins: int = 32
     transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # ablated and measured layers; empty: every attention layer
+    layers: Layers = None  # ablated and measured layers; None: every attention layer
     train_length: int | None = None
     seed: int = 0
     text_field: str = "text"
@@ -126,7 +127,7 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     n_dims = common.shared_pairs(lm, layers)
     pairs = pairs_of(unit["ablation"], n_dims)
     rows = []

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import LayerQK, attention_layers, scan
+from ctxlens.probes.qk import LayerQK, scan
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 from ctxlens.metrics.rope import top_pair_counts
@@ -31,7 +32,7 @@ class Config:
     n_pairs: int = 1000  # query-key pairs sampled per input and layer (shared by its heads)
     top_k: int = 5
     transforms: list[str] = field(default_factory=lambda: ["none"])
-    layers: list[int] = field(default_factory=list)  # empty: every attention layer
+    layers: Layers = None  # None: every attention layer; negatives count from the end
     train_length: int | None = None  # default: from the model (zoo record or config)
     seed: int = 0
     text_field: str = "text"
@@ -55,7 +56,7 @@ def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     g = torch.Generator().manual_seed(config.seed)
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
         info = common.layer_info(lm, layers)

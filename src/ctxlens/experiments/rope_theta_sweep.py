@@ -21,17 +21,16 @@ own base).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
-from ctxlens.lm import rope as _rope
 
 
 @dataclass
@@ -40,7 +39,7 @@ class Config(sx.GeometryOptions):
     ppl_lengths: list[int] = field(default_factory=lambda: [512, 2048])
     accs_lengths: list[int] = field(default_factory=lambda: [2048])
     boundary: float = 0.5  # ACCS: shuffle prefix tokens [0, boundary * prefix length)
-    layers: list[int] | None = field(default_factory=lambda: [-1])  # ACCS layers (paper: the last)
+    layers: Layers = field(default_factory=lambda: [-1])  # ACCS layers (paper: the last)
     needle_lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048])  # empty: no probe
     n_needles: int = 20
     needle_depth: float = 0.5  # where the fact sits in the prompt: 0 = start, 1 = just before the question
@@ -69,10 +68,9 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     if config.needle_lengths:
         lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
-    own = cache.setdefault("own_rope", (copy.deepcopy(_rope.text_config(lm.model).rope_parameters), lm.extrapolate))
-    cache["max_length"] = max(config.ppl_lengths + config.accs_lengths)
+    own = cache.setdefault("own_rope", lm.rope_snapshot())
     changed = lm.set_rope(theta=unit["theta"], layers=config.rope_layers)
-    swept = list(changed) if _rope.rope_keys(_rope.text_config(lm.model)) else []  # changed layer types
+    swept = list(changed) if lm.rope_per_layer_type else []  # changed layer types
     try:
         rows = [{"measure": "suffix-ppl", **_ppl(lm, config, length, cache)} for length in config.ppl_lengths]
         rows += [{"measure": "needle", **needle_accuracy(lm, length, config, cache)}
@@ -80,29 +78,30 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         for length in config.accs_lengths:
             rows += [{"measure": "accs", **row} for row in _accs(lm, config, length, cache)]
     finally:
-        _rope.restore_rope(lm.model, own[0], lm.text_prefix)
-        lm.allow_extrapolation(own[1])
-    own_theta = own[0][swept[0]]["rope_theta"] if swept else own[0]["rope_theta"]
+        lm.restore_rope(own)
+    own_theta = own.parameters[swept[0]]["rope_theta"] if swept else own.parameters["rope_theta"]
     return [{"own_theta": own_theta, "rope_layer_types": ",".join(swept) or "all", **row} for row in rows]
 
 
 def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
-    return {"length": length, "source": config.source, "cut_length": cache["max_length"],
+    cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
+    windows = cut.at(length)  # [n, length]
+    return {"length": length, "source": config.source, "cut_length": cut.cut_length,
             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
             "n_sequences": windows.shape[0],
             **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
 
 
 def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
+    windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
     shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"length": length, "source": config.source, "cut_length": cache["max_length"],
+    coords = {"length": length, "source": config.source, "cut_length": cut.cut_length,
               "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
     return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
@@ -152,13 +151,10 @@ def needle_accuracy(lm, length: int, config: Config, cache: dict) -> dict:
         seqs = [p + a for p, a in zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])]
         width = max(map(len, seqs))
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])  # [B, width]; right padding is causal-safe
-        lm.check_length(width)
-        hidden = lm.base_forward(ids.to(lm.device)).last_hidden_state  # [B, width, d]
+        hidden = lm.final_hidden(ids)  # [B, width, d]
         for row, (p, a) in enumerate(zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])):
             at = torch.arange(len(p) - 1, len(p) - 1 + len(a), device=hidden.device)
-            logits = lm.model.get_output_embeddings()(hidden[row, at])  # [len(a), vocab]
-            post = sx.head_post(lm)
-            logits = post(logits) if post else logits
+            logits = lm.head_logits(hidden[row, at])  # [len(a), vocab]
             hits += bool((logits.argmax(-1).cpu() == torch.tensor(a)).all())
     return {"length": length, "n": len(prompts), "needle_depth": config.needle_depth, "accuracy": hits / len(prompts),
             "prompt_tokens": sum(map(len, prompts)) / len(prompts), "needles_lost": lost,

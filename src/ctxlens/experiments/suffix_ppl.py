@@ -32,9 +32,9 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
-    return [{"source": config.source, "cut_length": cache["max_length"],
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
+    return [{"source": config.source, "cut_length": cut.cut_length,
              "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
              "n_sequences": windows.shape[0],
              **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]

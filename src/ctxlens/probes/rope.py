@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes.extrapolation import parse_transform, train_length
+from ctxlens.probes.windows import source_windows
 from ctxlens.core.options import positive
 
 
@@ -28,8 +28,6 @@ def validate(config) -> None:
         parse_transform(spec)
     if config.train_length is not None:
         positive("train_length", config.train_length)
-    if any(layer < 0 for layer in config.layers):
-        raise CtxlensError("Option 'layers' must list layer indices from 0; pass e.g. --layers 0,3.")
 
 
 def units(config) -> list[dict]:
@@ -38,17 +36,12 @@ def units(config) -> list[dict]:
 
 
 def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: int | None = None) -> torch.Tensor:
-    """[n, length] token ids from ``config.source`` (cached per length, n and seed)."""
+    """[n, length] token ids from ``config.source``, each input a window of its own length
+    (``ctxlens.probes.windows``, cached per length, n and seed)."""
     n = config.n_samples if n is None else n
     seed = config.seed if seed is None else seed
-    key = ("windows", config.source, length, n, seed)
-    if key not in cache:
-        lm.check_length(length)
-        source = open_source(config.source, text_field=config.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"text source '{config.source}'")
-        cache[key] = token_windows(source, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
-    return cache[key]
+    lm.check_length(length)
+    return source_windows(lm, config.source, [length], n, seed, cache, text_field=config.text_field).ids
 
 
 def layer_info(lm, layers) -> dict[int, dict]:
