@@ -309,14 +309,15 @@ class LM:
         undo it."""
         self.family.require("rope", self.name)
         config = _rope.text_config(self.model)
-        old_max = config.max_position_embeddings
+        old_max = getattr(config, "max_position_embeddings", None)
         if max_positions is not None:
             config.max_position_embeddings = max_positions
         try:
             params = _rope.set_rope(self.model, theta=theta, scaling=scaling, layers=layers,
                                     under=self.text_prefix, n_layers=self.n_layers)
         except CtxlensError:
-            config.max_position_embeddings = old_max
+            if max_positions is not None:
+                config.max_position_embeddings = old_max
             raise
         self.extrapolate = True
         return params
@@ -329,7 +330,9 @@ class LM:
 
     def restore_rope(self, snapshot: RopeSnapshot) -> None:
         """Put back the RoPE of ``snapshot`` (taken by ``rope_snapshot``) and rebuild the rotary modules."""
-        _rope.text_config(self.model).max_position_embeddings = snapshot.max_positions
+        config = _rope.text_config(self.model)
+        if getattr(config, "max_position_embeddings", None) != snapshot.max_positions:
+            config.max_position_embeddings = snapshot.max_positions
         _rope.restore_rope(self.model, snapshot.parameters, self.text_prefix)
         self.extrapolate = snapshot.extrapolate
 
