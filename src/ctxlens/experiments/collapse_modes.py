@@ -26,6 +26,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import suffix as sx
+from ctxlens.probes.perplexity import suffix_hidden
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.probes.windows import cut_windows
 from ctxlens.experiments.base import Experiment, positive
@@ -91,7 +92,7 @@ def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int
     count = 0
     geometry = sx.Guarded(AnisotropyAccumulator())
     for b0 in range(0, windows.shape[0], batch_size):
-        hidden = sx.suffix_hidden(lm, windows[b0:b0 + batch_size], length - suffix_len, length)  # [B, N, d]
+        hidden = suffix_hidden(lm, windows[b0:b0 + batch_size], length - suffix_len, length)  # [B, N, d]
         geometry.update(hidden.reshape(-1, hidden.shape[-1]))
         for s in range(hidden.shape[1]):  # one position at a time: [B, vocab] logits
             logits = lm.head_logits(hidden[:, s])  # [B, vocab]

@@ -19,14 +19,13 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 
-import torch
-
 from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import RANK_BY, as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.perplexity import window_nll
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.probes.positional_heads import ranked_heads, validate_fractions
 from ctxlens.experiments.registry import register
@@ -133,7 +132,7 @@ def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
 
 def _perplexity_row(lm, config: Config, length: int, cache: dict) -> dict:
     ids = common.windows(lm, config, length, cache)  # [n_samples, length]
-    nll = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))])
+    nll = window_nll(lm, ids)  # [n_samples * (length - 1)]
     mean = float(nll.mean())
     return {"task": "perplexity", "score": math.exp(mean) if math.isfinite(mean) else None, "nll": mean,
             "n": len(ids), "n_tokens": length}

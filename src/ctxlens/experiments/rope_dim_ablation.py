@@ -27,10 +27,11 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
+from ctxlens.probes.perplexity import window_nll
 from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
-from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
+from ctxlens.lm.selfextend import zero_pairs_edit
 
 MEASURES = ("loss", "attention", "dominant")
 _SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
@@ -94,9 +95,9 @@ def plan(config: Config) -> list[dict]:
 
 
 def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> dict:
-    base = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
-    with ablate_pairs(lm, pairs, layers):
-        ablated = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
+    base = window_nll(lm, ids).mean()
+    with lm.ablate_pairs(pairs, layers):
+        ablated = window_nll(lm, ids).mean()
     return {"kind": "loss", "nll_base": float(base), "nll_ablated": float(ablated), "delta": float(ablated - base)}
 
 
@@ -139,7 +140,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             rows += _attention_rows(lm, ids, pairs, layers, config.n_queries)
         if "dominant" in config.measures:
             sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
-            with ablate_pairs(lm, pairs, layers):
+            with lm.ablate_pairs(pairs, layers):
                 for i in range(len(ids)):
                     accumulate(lm, ids[i:i + 1], layers, sums, config.top_k, config.n_queries, pairs)
             rows += [{"kind": "correlation", **r} for r in correlation_rows(sums)]

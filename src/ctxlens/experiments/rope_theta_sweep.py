@@ -7,10 +7,10 @@ retrieval accuracy at several lengths (extrinsic; the paper uses RULER S-NIAH), 
 last layer with the distant half of the prefix shuffled (representation level). Similar
 perplexity can come with very different retrieval and ACCS.
 
-The needle probe here is a minimal single-needle retrieval (``ctxlens.data.corpus
-.retrieval_probes``: a key-value fact at ``needle_depth`` of the prompt, asked at its end),
-scored as greedy exact match by teacher forcing; it is a stand-in until the task engine
-provides RULER's S-NIAH tasks. One unit per theta; rows carry a ``measure`` column
+The needle probe is the built-in single-needle retrieval (``ctxlens.probes.passkey
+.needle_accuracy``: a corpus key-value fact at ``needle_depth`` of the prompt, asked at its
+end), scored as greedy exact match by teacher forcing; the task engine's S-NIAH renders other
+prompts, so it is not used here (the rows of existing runs stay the same). One unit per theta; rows carry a ``measure`` column
 (suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
 
 On a model with a RoPE per layer type (Gemma 3: sliding layers base 1e4, global 1e6) the sweep
@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 from ctxlens.probes import suffix as sx
+from ctxlens.probes.passkey import needle_accuracy
+from ctxlens.probes.perplexity import suffix_perplexity
 from ctxlens.experiments.base import Experiment, positive
 from ctxlens.experiments.registry import register
 
@@ -73,7 +72,8 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     swept = list(changed) if lm.rope_per_layer_type else []  # changed layer types
     try:
         rows = [{"measure": "suffix-ppl", **_ppl(lm, config, length, cache)} for length in config.ppl_lengths]
-        rows += [{"measure": "needle", **needle_accuracy(lm, length, config, cache)}
+        rows += [{"measure": "needle", **needle_accuracy(lm, length, config.needle_depth, config.n_needles,
+                                                         config.seed, config.batch_size, cache)}
                  for length in config.needle_lengths]
         for length in config.accs_lengths:
             rows += [{"measure": "accs", **row} for row in _accs(lm, config, length, cache)]
@@ -89,7 +89,7 @@ def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
     return {"length": length, "source": config.source, "cut_length": cut.cut_length,
             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
             "n_sequences": windows.shape[0],
-            **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
+            **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
 
 
 def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
@@ -106,59 +106,6 @@ def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
     return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
             for stream in config.streams for layer in layers]
-
-
-# --------------------------------------------------------------------------------------
-# Minimal single-needle probe (to be replaced by the task engine's S-NIAH)
-# --------------------------------------------------------------------------------------
-
-
-def _bytes_per_token(lm, seed: int, cache: dict) -> float:
-    if "bytes_per_token" not in cache:
-        text = corpus_text(seed, 8192, split="test")
-        cache["bytes_per_token"] = len(text.encode()) / max(1, len(lm.tokenizer.encode(text, add_special_tokens=False)))
-    return cache["bytes_per_token"]
-
-
-def needle_prompts(lm, length: int, config: Config, cache: dict) -> tuple[list[list[int]], list[list[int]], int]:
-    """(prompt ids, answer ids, lost) for ``n_needles`` probes of about ``length`` tokens in all.
-
-    Each prompt is cut on the left so that prompt + answer fits in ``length`` tokens; ``lost``
-    counts probes whose fact did not survive the cut (they are scored as misses).
-    """
-    tok = lm.tokenizer
-    total_bytes = max(int(length * _bytes_per_token(lm, config.seed, cache)), MIN_PROBE_DISTANCE + 1)
-    distance = min(total_bytes, max(MIN_PROBE_DISTANCE, round((1.0 - config.needle_depth) * total_bytes)))
-    prompts, answers, lost = [], [], 0
-    for probe in retrieval_probes(config.seed, config.n_needles, distance_bytes=distance, total_bytes=total_bytes):
-        answer = tok.encode(probe.answer, add_special_tokens=False)
-        prompt = tok.encode(probe.prompt, add_special_tokens=False)[-(length - len(answer)):]
-        lost += len(tok.encode(probe.prompt[-probe.distance_bytes:], add_special_tokens=False)) > len(prompt)
-        prompts.append(prompt)
-        answers.append(answer)
-    return prompts, answers, lost
-
-
-@torch.inference_mode()
-def needle_accuracy(lm, length: int, config: Config, cache: dict) -> dict:
-    """Greedy exact-match accuracy: every answer token is the argmax given the prompt and the
-    answer tokens before it (equivalent to greedy decoding reproducing the answer)."""
-    lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
-    prompts, answers, lost = needle_prompts(lm, length, config, cache)
-    hits = 0
-    pad = lm.tokenizer.eos_token_id or 0
-    for b0 in range(0, len(prompts), config.batch_size):
-        seqs = [p + a for p, a in zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])]
-        width = max(map(len, seqs))
-        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])  # [B, width]; right padding is causal-safe
-        hidden = lm.final_hidden(ids)  # [B, width, d]
-        for row, (p, a) in enumerate(zip(prompts[b0:b0 + config.batch_size], answers[b0:b0 + config.batch_size])):
-            at = torch.arange(len(p) - 1, len(p) - 1 + len(a), device=hidden.device)
-            logits = lm.head_logits(hidden[row, at])  # [len(a), vocab]
-            hits += bool((logits.argmax(-1).cpu() == torch.tensor(a)).all())
-    return {"length": length, "n": len(prompts), "needle_depth": config.needle_depth, "accuracy": hits / len(prompts),
-            "prompt_tokens": sum(map(len, prompts)) / len(prompts), "needles_lost": lost,
-            "flag": f"{lost} needle(s) cut off by the length limit" if lost else None}
 
 
 register(Experiment("rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"),

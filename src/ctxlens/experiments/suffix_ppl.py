@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxlens.probes import suffix as sx
+from ctxlens.probes.perplexity import suffix_perplexity
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import register
 
@@ -37,7 +38,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{"source": config.source, "cut_length": cut.cut_length,
              "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
              "n_sequences": windows.shape[0],
-             **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
+             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
 
 
 register(Experiment("suffix-ppl", Config, plan, run, needs=("token_loss",), doc=__doc__.splitlines()[0]))

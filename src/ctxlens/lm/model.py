@@ -19,6 +19,7 @@ from ctxlens.lm import heads as _heads
 from ctxlens.lm import losses as _losses
 from ctxlens.lm import qkscan as _qkscan
 from ctxlens.lm import rope as _rope
+from ctxlens.lm import selfextend as _selfextend
 from ctxlens.lm.families import Family
 
 
@@ -279,8 +280,8 @@ class LM:
     def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int) -> torch.Tensor:
         """[batch, seq + new] ids: the model's own greedy ``generate`` (its KV / recurrent cache) from
         ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``."""
+        self.check_length(torch.as_tensor(input_ids).shape[-1] + max_new_tokens)
         ids = self._ids(input_ids)
-        self.check_length(ids.shape[1] + max_new_tokens)
         return self.model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id)
 
     def capture(self, input_ids, **request) -> _capture.Capture:
@@ -293,6 +294,16 @@ class LM:
         q [H, seq, d], k [KVH, seq, d] and how the layer attends) while the forward runs, and the
         forward stops after the deepest; see ``ctxlens.lm.qkscan``."""
         _qkscan.scan_qk(self, input_ids, layers, fn)
+
+    def self_extend(self, group: int, window: int) -> AbstractContextManager:
+        """Context manager: SelfExtend (group size ``group``, neighbour window ``window``) on every
+        attention layer inside the block; see ``ctxlens.lm.selfextend``."""
+        return _selfextend.self_extend(self, group, window)
+
+    def ablate_pairs(self, pairs: Sequence[int], layers: Sequence[int] | None = None) -> AbstractContextManager:
+        """Context manager: RoPE frequency ``pairs`` zeroed in q and k of ``layers`` (None: every
+        attention layer) inside the block; see ``ctxlens.lm.selfextend.ablate_pairs``."""
+        return _selfextend.ablate_pairs(self, pairs, layers)
 
     def mask_heads(self, heads: Mapping[int, Sequence[int]]) -> AbstractContextManager:
         """Context manager: heads ``{layer: [head, ...]}`` output zero inside the block."""

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import selfextend as _selfextend
 
 KINDS = ("none", "theta", "linear", "dynamic", "yarn", "selfextend")
 _HELP = ("write none, theta:BASE, linear:F, dynamic:F, yarn:F (each optionally @global, @sliding or @all) "
@@ -105,7 +104,7 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         return
     lm.family.require("rope", lm.name)
     if t.kind == "selfextend":
-        with _selfextend.self_extend(lm, t.group, t.window):
+        with lm.self_extend(t.group, t.window):
             yield t
         return
     own = lm.rope_snapshot()

@@ -189,38 +189,6 @@ def metric_columns(result: dict, names: Sequence[str], covariance: bool) -> dict
 
 
 # --------------------------------------------------------------------------------------
-# Suffix losses
-# --------------------------------------------------------------------------------------
-
-
-def suffix_hidden(lm, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
-    """Final hidden states (after the final norm) [B, end - start, d] of ids [B, L]."""
-    return lm.final_hidden(ids)[:, start:end]  # of [B, L, d]
-
-
-@torch.inference_mode()
-def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
-    """[B, suffix_len] float32 nats of the last ``suffix_len`` tokens of ids [B, L], each given
-    everything before it (sliding-window style scoring of the suffix)."""
-    length = ids.shape[1]
-    hidden = suffix_hidden(lm, ids, length - suffix_len - 1, length - 1)  # [B, N, d]
-    return lm.nll_from_hidden(hidden, ids[:, length - suffix_len:])  # targets [B, N]
-
-
-def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
-    """{"n_tokens", "nll", "ppl", "flag"} of the last ``suffix_len`` tokens of windows [n, L]."""
-    total, count = 0.0, 0
-    for b0 in range(0, windows.shape[0], batch_size):
-        nll = suffix_nll(lm, windows[b0:b0 + batch_size], suffix_len)  # [B, N]
-        total += float(nll.double().sum())
-        count += nll.numel()
-    mean = total / count
-    if not math.isfinite(mean):
-        return {"n_tokens": count, "nll": None, "ppl": None, "flag": "non-finite loss"}
-    return {"n_tokens": count, "nll": mean, "ppl": math.exp(min(mean, 700.0)), "flag": None}
-
-
-# --------------------------------------------------------------------------------------
 # Rows
 # --------------------------------------------------------------------------------------
 
