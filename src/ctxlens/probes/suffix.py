@@ -1,13 +1,13 @@
-"""Shared machinery of the seed 000 experiments: prefix/suffix windows, suffix-only captures,
-ACCS over perturbation conditions, suffix losses.
+"""Suffix states and ACCS: the shared steps of the geometry paper's experiments.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"),
+The geometry paper ("How much do contextualized representations encode long-range context?"),
 Sections 2-3: a sequence is a long prefix x_1..x_T followed by a short suffix y_1..y_N; only the
 representations of suffix tokens are measured (at m positions per sequence), on the residual
 stream after the context-mixing sublayer (or the block output), under the original and the
 perturbed prefix. The suffix tokens are the same in every condition of a run: windows are cut
-once at the longest length the run asks for (``cut_length`` in the rows) and cropped on the
-left for shorter ones, so every length and every perturbation scores the same suffix tokens.
+once at the longest length the run asks for (``suffix_windows``, ``cut_length`` in the rows;
+``ctxlens.probes.windows``) and cropped on the left for shorter ones, so every length and every
+perturbation scores the same suffix tokens. Suffix losses are in ``ctxlens.probes.perplexity``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ STREAMS = ("residual", "block")
 
 @dataclass
 class SuffixOptions:
-    """Options every seed 000 experiment shares (the paper's controls)."""
+    """Options every geometry-paper experiment shares (the paper's controls)."""
 
     source: str = "builtin:test"  # text source spec, or "random" token ids
     text_field: str = "text"
