@@ -262,6 +262,7 @@ class LM:
         post = self.family.logits_post
         return (lambda z: post(self.config, z)) if post else None
 
+    @torch.inference_mode()
     def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Logits [..., vocab] of final hidden states [..., d_model], post-processed as the model's
         own head does (soft-capping, scaling); full vocabulary, so keep ``hidden`` small."""
