@@ -10,8 +10,8 @@ perplexity can come with very different retrieval and ACCS.
 The needle probe is the built-in single-needle retrieval (``ctxlens.probes.passkey
 .needle_accuracy``: a corpus key-value fact at ``needle_depth`` of the prompt, asked at its
 end), scored as greedy exact match by teacher forcing; the task engine's S-NIAH renders other
-prompts, so it is not used here (the rows of existing runs stay the same). One unit per theta; rows carry a ``measure`` column
-(suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
+prompts, so it is not used here (the rows of existing runs stay the same). One unit per theta;
+rows carry a ``measure`` column (suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
 
 On a model with a RoPE per layer type (Gemma 3: sliding layers base 1e4, global 1e6) the sweep
 changes the global layers' base unless ``rope_layers`` says otherwise (sliding, all); rows
