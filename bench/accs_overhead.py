@@ -58,7 +58,7 @@ def main(argv=None) -> list[dict]:
                                                "suffix_len": args.suffix, "batch_size": args.batch})
         unit, cache = accs_layers.plan(cfg)[0], {}
         accs_layers.run(lm, cfg, unit, cache)  # warm-up; caches the windows
-        windows = sx.source_windows(lm, cfg, length, cache).to(args.device)  # [n, length]
+        windows = sx.suffix_windows(lm, cfg, [length], cache).at(length).to(args.device)  # [n, length]
         shuffle = sx.prefix_shuffle(length - args.suffix, cfg.boundary)
         batches = []
         for b0 in range(0, args.n, args.batch):

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxlens.experiments.base import ZOO_LENGTH, DemoStep
+from ctxlens.experiments.base import ZOO_LENGTH
 
 ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")
 QUICK_NAMES = ("rope", "mamba2")  # the quick suite's models: one attention, one recurrent

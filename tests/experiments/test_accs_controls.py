@@ -50,9 +50,9 @@ def test_suffix_tokens_are_the_same_at_every_length():
         vocab_size, tokenizer = 50, None
 
     options = sx.SuffixOptions(source="random", n_sequences=4, suffix_len=8)
-    cache = {"max_length": 128}
-    short, long = sx.source_windows(Tiny, options, 32, cache), sx.source_windows(Tiny, options, 128, cache)
-    assert short.shape == (4, 32) and long.shape == (4, 128)
+    cut = sx.suffix_windows(Tiny, options, [32, 128], {})
+    short, long = cut.at(32), cut.at(128)
+    assert cut.cut_length == 128 and short.shape == (4, 32) and long.shape == (4, 128)
     assert torch.equal(short, long[:, -32:])
 
 

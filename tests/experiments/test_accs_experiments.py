@@ -8,7 +8,6 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.lm import from_model
 from ctxlens.lm.families import FAMILIES
@@ -127,7 +126,7 @@ def test_collapse_modes_rank_curve_equals_brute_force():
 def test_needle_scorer_agrees_with_greedy_generation(monkeypatch):
     """Teacher-forced argmax scoring equals transformers' greedy decoding: a probe whose answer is
     the model's own greedy continuation is a hit, the corpus answer of a random model a miss."""
-    from ctxlens.experiments import rope_theta_sweep as sweep
+    from ctxlens.probes import passkey as needles
     from ctxlens.zoo.tokenizer import byte_tokenizer
 
     tok = byte_tokenizer()
@@ -135,8 +134,7 @@ def test_needle_scorer_agrees_with_greedy_generation(monkeypatch):
     with torch.no_grad():  # greedy picks ASCII bytes only, so answers round-trip through text
         model.get_output_embeddings().weight[128:] = 0
     lm = from_model(model, tokenizer=tok)
-    config = make_config(sweep.Config, {"n_needles": 3, "batch_size": 2})
-    real = sweep.retrieval_probes
+    real = needles.retrieval_probes
 
     def greedy_answers(seed, n, **kw):
         probes = real(seed, n, **kw)
@@ -147,11 +145,11 @@ def test_needle_scorer_agrees_with_greedy_generation(monkeypatch):
             out.append(type(p)(p.prompt, tok.decode(gen[0, ids.shape[1]:]), p.key, p.distance_bytes))
         return out
 
-    baseline = sweep.needle_accuracy(lm, 160, config, {})
+    baseline = needles.needle_accuracy(lm, 160, 0.5, 3, 0, 2, {})  # depth, n_needles, seed, batch_size
     assert baseline["n"] == 3 and baseline["accuracy"] == 0.0 and baseline["needles_lost"] == 0
     assert baseline["prompt_tokens"] <= 160 - 4
-    monkeypatch.setattr(sweep, "retrieval_probes", greedy_answers)
-    assert sweep.needle_accuracy(lm, 160, config, {})["accuracy"] == 1.0
+    monkeypatch.setattr(needles, "retrieval_probes", greedy_answers)
+    assert needles.needle_accuracy(lm, 160, 0.5, 3, 0, 2, {})["accuracy"] == 1.0
 
 
 def test_rope_theta_sweep_changes_only_the_rope_and_restores_it():
@@ -238,4 +236,4 @@ def test_bad_options_are_one_sentence_errors(name, options, message):
 
 def test_bad_layer_is_a_clear_error():
     with pytest.raises(CtxlensError, match="Layer 5 does not exist"):
-        sx.resolve_layers(build_lm("llama"), [5])
+        build_lm("llama").layer_indices([5])

@@ -282,10 +282,9 @@ def test_passkey_probes_hold_their_answer_at_the_depth_and_score_greedy_continua
         assert all(0 <= w < 1 for w in where) and max(where[:2]) < min(where[2:])  # needle deeper at depth 0.8
 
     def fake(continuation):
-        def generate(ids, max_new_tokens, **kw):
+        def greedy(ids, max_new_tokens, pad_token_id):
             return torch.cat([ids, torch.tensor([tok.encode(continuation)[:max_new_tokens]])], 1)
-        return SimpleNamespace(tokenizer=tok, device="cpu", check_length=lambda n: None,
-                               model=SimpleNamespace(generate=generate))
+        return SimpleNamespace(tokenizer=tok, greedy=greedy)
 
     probe = probes[0]
     assert _passkey.retrieved(fake(probe.answer + "."), probe)

@@ -171,3 +171,10 @@ def option(default=dataclasses.MISSING, help: str = "", *, factory=dataclasses.M
 def option_help(cls: type) -> dict[str, str]:
     """Field name -> help text of a config dataclass ('' where a field has none)."""
     return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+Layers = list[int] | None
+"""A layer-selection option: None (or an empty list, what ``--layers ''`` gives) for every layer
+the analysis reads (every block, or every attention layer for q/k analyses), else layer
+indices, negatives counting from the end (-1: the last layer). ``LM.layer_indices`` resolves
+it to sorted absolute indices: a Config field reads ``layers: Layers = None``."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option
+from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option, Layers
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
@@ -30,7 +30,7 @@ class Config(sx.GeometryOptions):
     boundaries: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)],
         help="relative right boundaries b: prefix tokens [0, b x prefix length) are shuffled (1: the whole prefix)")
-    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
                                                                  "unset (null): every layer")
 
     def validate(self) -> None:
@@ -44,17 +44,17 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
     shuffles = [sx.prefix_shuffle(prefix_len, b) for b in config.boundaries]
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, shuffles, layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
     rows = []
     for c, (boundary, shuffle) in enumerate(zip(config.boundaries, shuffles)):
-        coords = {"source": config.source, "cut_length": cache["max_length"],
+        coords = {"source": config.source, "cut_length": cut.cut_length,
                   "prefix_len": prefix_len, "suffix_len": config.suffix_len,
                   "positions": len(positions), "n_sequences": windows.shape[0], "boundary": boundary}
         rows += [sx.geometry_row(coords, shuffle, stream, layer, results[(c, stream, layer)], config.condition_number)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxlens.core.options import Fraction, PositiveInt, option
+from ctxlens.core.options import Fraction, PositiveInt, option, Layers
 from ctxlens.probes import suffix as sx
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
@@ -25,7 +25,7 @@ from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, Demo
 class Config(sx.GeometryOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
     boundary: Fraction = option(0.5, "relative right boundary b: prefix tokens [0, b x prefix length) are shuffled")
-    layers: list[int] | None = option(None, "layers measured, negative from the end; unset: every layer")
+    layers: Layers = option(None, "layers measured, negative from the end; unset: every layer")
 
     def validate(self) -> None:
         super().validate()
@@ -38,15 +38,15 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
     shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"source": config.source, "cut_length": cache["max_length"],
+    coords = {"source": config.source, "cut_length": cut.cut_length,
               "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
     return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.data.periodic import periodic_sequence, sample_seed
@@ -37,7 +38,7 @@ class Config(sx.GeometryOptions):
                                         help="sequence lengths (prefix + suffix), in tokens")
     period_len: PositiveInt = option(200, "L: tokens of the repeated string (the paper: 200)")
     stride: NonNegativeInt = option(56, "k: random tokens between copies of the string (the paper: 56)")
-    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
                                                                  "unset (null): every layer")
 
     def validate(self) -> None:
@@ -75,7 +76,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
                                stride=config.stride, seed=config.seed, low=low, high=high)
     prefix_len = length - config.suffix_len
     shuffle = Shuffle(0, prefix_len)
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)

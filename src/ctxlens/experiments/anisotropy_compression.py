@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.probes import suffix as sx
@@ -38,7 +39,7 @@ class Config(sx.GeometryOptions):
         help="local-shuffle window sizes, in tokens: the prefix is shuffled within each window (1: untouched; "
              "0: the whole prefix as one window)")
     n_bins: NonNegativeInt = option(4, "compression-rate bins of the unperturbed windows (equal counts); 0: none")
-    layers: list[int] | None = option(factory=lambda: [-1], help="layers measured, negative from the end; "
+    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
                                                                  "unset (null): every layer")
 
     def validate(self) -> None:
@@ -66,8 +67,8 @@ def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
     n, prefix_len = windows.shape[0], length - config.suffix_len
     shuffles = [Shuffle(0, prefix_len, min(w, prefix_len) if w else 0) for w in config.windows]
     samples = list(range(n))
@@ -75,7 +76,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
               for row in s.apply(windows, samples, config.seed)] for s in shuffles]  # [conditions][n]
     original = [compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size)) for row in windows]
     bins = equal_count_bins(original, config.n_bins) if config.n_bins else [None] * n
-    layers = sx.resolve_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
 
     def new():
@@ -98,7 +99,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for key, x in got.items():
                 by_window[(c,) + key].update(x)
 
-    base = {"source": config.source, "cut_length": cache["max_length"],
+    base = {"source": config.source, "cut_length": cut.cut_length,
             "prefix_len": prefix_len, "suffix_len": config.suffix_len,
             "positions": len(positions)}
     out = []

@@ -27,13 +27,14 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes import suffix as sx
+from ctxlens.probes.perplexity import suffix_hidden
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
 )
+from ctxlens.probes.windows import cut_windows
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 Condition = typing.Literal["base", "shuffled", "long"]
@@ -68,11 +69,8 @@ def plan(config: Config) -> list[dict]:
 def token_counts(lm, config: Config, cache: dict) -> torch.Tensor:
     """[vocab] float64 counts of each token id over ``frequency_tokens`` tokens of the source."""
     if "counts" not in cache:
-        source = open_source(config.frequency_source, text_field=config.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"frequency source '{config.frequency_source}'")
-        ids = token_windows(source, lm.tokenizer, config.frequency_tokens, 1, seed=config.seed,
-                            vocab_size=lm.vocab_size)[0]  # [frequency_tokens]
+        ids = cut_windows(lm, config.frequency_source, config.frequency_tokens, 1, config.seed,
+                          text_field=config.text_field, role="frequency source")[0]  # [frequency_tokens]
         cache["counts"] = torch.bincount(ids, minlength=lm.vocab_size)[: lm.vocab_size].double()
     return cache["counts"]
 
@@ -94,13 +92,11 @@ def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int
     total = torch.zeros(lm.vocab_size, dtype=torch.float64)
     count = 0
     geometry = sx.Guarded(AnisotropyAccumulator())
-    head, post = lm.model.get_output_embeddings(), sx.head_post(lm)
     for b0 in range(0, windows.shape[0], batch_size):
-        hidden = sx.suffix_hidden(lm, windows[b0:b0 + batch_size], length - suffix_len, length)  # [B, N, d]
+        hidden = suffix_hidden(lm, windows[b0:b0 + batch_size], length - suffix_len, length)  # [B, N, d]
         geometry.update(hidden.reshape(-1, hidden.shape[-1]))
         for s in range(hidden.shape[1]):  # one position at a time: [B, vocab] logits
-            logits = head(hidden[:, s])
-            logits = post(logits) if post else logits
+            logits = lm.head_logits(hidden[:, s])  # [B, vocab]
             total -= torch.log_softmax(logits.double(), -1).sum(0).cpu()
             count += logits.shape[0]
     return total / count, geometry.result()
@@ -108,15 +104,15 @@ def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     condition, length = unit["condition"], unit["length"]
-    cache["max_length"] = max(config.length, config.long_length if "long" in config.conditions else 0)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
+    cut = sx.suffix_windows(lm, config, [config.length] + [config.long_length] * ("long" in config.conditions), cache)
+    windows = cut.at(length)  # [n, length]
     if condition == "shuffled":
         windows = Shuffle(0, length - config.suffix_len).apply(windows, list(range(windows.shape[0])), config.seed)
     nll, geometry = mean_neg_logprob(lm, windows, config.suffix_len, config.batch_size)  # [vocab]
     counts = token_counts(lm, config, cache)  # [vocab]
     order = torch.argsort(-counts, stable=True)  # [vocab] token ids, rank 1 (most frequent) first; ties by id
     unigram = -torch.log((counts + 1) / (counts.sum() + lm.vocab_size))  # add-one smoothed prior, nats
-    base = {"source": config.source, "cut_length": cache["max_length"],
+    base = {"source": config.source, "cut_length": cut.cut_length,
             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
             "n_sequences": windows.shape[0], "anisotropy": geometry.get("anisotropy"), "flag": geometry["flag"],
             "uniform_nll": math.log(lm.vocab_size)}

@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
-from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import attention_layers
+from ctxlens.probes.dominant import correlation_rows, curve_rows
+from ctxlens.probes.positional_heads import distance_sums
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 from ctxlens.core.options import PositiveInt, option
@@ -37,19 +36,8 @@ def plan(config: Config) -> list[dict]:
     return common.units(config)
 
 
-def measure(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
-    """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs."""
-    layers = attention_layers(lm, config.layers)
-    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
-        ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
-        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
-        for sample in range(len(ids)):
-            accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
-    return sums
-
-
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    sums = measure(lm, config, unit, cache)
+    sums = distance_sums(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k}
     return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])

@@ -21,17 +21,16 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated
 
-import torch
 
-from ctxlens.core.options import Count, Fraction, NonEmpty, option, PositiveInt
+from ctxlens.core.options import Count, Fraction, NonEmpty, option, PositiveInt, Layers
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import attention_layers
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.positional_heads import ranked_heads
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
+from ctxlens.probes.perplexity import window_nll
+from ctxlens.probes.positional_heads import ranked_heads
 
 Task = typing.Literal["passkey", "perplexity"]
 TASKS = typing.get_args(Task)
@@ -42,8 +41,8 @@ class Config(common.HeadOptions):
     source: str = option("builtin", "text source of the perplexity windows and the head detection: "
                                     "builtin[:SPLIT], a file or folder, hf:DATASET, or random")
     n_samples: Count = option(2, "perplexity windows per length")
-    layers: list[int] = option(factory=list, help="mask heads of these attention layers only, from 0; empty: "
-                                                  "every attention layer")
+    layers: Layers = option(None, "mask heads of these attention layers only, negative from the end; unset: every "
+                                    "attention layer")
     tasks: Annotated[list[Task], NonEmpty] = option(factory=lambda: list(TASKS),
                                                     help="what is scored under each masking condition")
     passkey_style: passkey.Style = option("corpus", "passkey prompt: corpus (the zoo models' format) or classic "
@@ -74,7 +73,7 @@ def masked_heads(lm, config: Config, unit: dict, cache: dict) -> list[tuple[int,
     """The (layer, head) pairs a unit masks."""
     if unit["condition"] == "none":
         return []
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     if unit["condition"] == "random":
         everyone = [(layer, h) for layer in layers for h in range(lm.n_heads)]
         return random_heads(everyone, n_selected(unit["fraction"], len(everyone)), config.seed, unit["draw"])
@@ -112,7 +111,7 @@ def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
 
 def _perplexity_row(lm, config: Config, length: int, cache: dict) -> dict:
     ids = common.windows(lm, config, length, cache)  # [n_samples, length]
-    nll = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))])
+    nll = window_nll(lm, ids)  # [n_samples * (length - 1)]
     mean = float(nll.mean())
     return {"task": "perplexity", "score": math.exp(mean) if math.isfinite(mean) else None, "nll": mean,
             "n": len(ids), "n_tokens": length}

@@ -34,10 +34,8 @@ from typing import Annotated
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import between, MAX_COUNT, option, PositiveFraction, PositiveInt
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.loss_vs_length import iter_last_states, next_token_nll, samples, with_bos
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.metrics.fits import fit_linear
@@ -48,6 +46,7 @@ from ctxlens.metrics.spectrum import (
     intrinsic_entropy,
     kde_entropy,
 )
+from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
 
 
 @dataclass
@@ -98,9 +97,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 def _site(lm, config: Config) -> dict:
     if config.layer is None:
         return {"layer": lm.n_layers - 1, "after_final_norm": True}
-    layer = config.layer + lm.n_layers if config.layer < 0 else config.layer
-    if not 0 <= layer < lm.n_layers:
-        raise CtxlensError(f"Layer {config.layer} does not exist; '{lm.name}' has layers 0..{lm.n_layers - 1}.")
+    (layer,) = lm.layer_indices([config.layer])
     return {"layer": layer, "after_final_norm": False}
 
 

@@ -21,19 +21,17 @@ in this process and recomputes them after a resume.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 from ctxlens.core.options import Count, option, PositiveInt
 from ctxlens.probes.source import LengthSweepOptions
-from ctxlens.lm import losses as _losses
 from ctxlens.metrics.fits import fit_power_law
+from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
 
 
 @dataclass
@@ -81,18 +79,6 @@ def _measure(lm, config: Config, length: int, cache: dict) -> torch.Tensor:
     return cache[key]
 
 
-def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
-    """The experiment's ``n_samples`` token windows of ``length`` ids: [n_samples, length] (memoised)."""
-    key = ("samples", config.source, config.seed, length, config.n_samples)
-    if key not in cache:
-        source = open_source(config.source, text_field=config.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"text source '{config.source}'")
-        cache[key] = token_windows(source, lm.tokenizer, length, config.n_samples, seed=config.seed,
-                                   vocab_size=lm.vocab_size)
-    return cache[key]
-
-
 def scored_windows(ids: torch.Tensor, length: int, n_scored: int, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """ids [n, max_length + n_scored] -> windows [n * n_scored, length], targets [n * n_scored].
 
@@ -105,52 +91,6 @@ def scored_windows(ids: torch.Tensor, length: int, n_scored: int, max_length: in
     span = ids[:, max_length - length : max_length + n_scored - 1]  # [n, length + n_scored - 1]
     windows = span.unfold(1, length, 1)  # [n, n_scored, length]
     return windows.reshape(n * n_scored, length), ids[:, max_length : max_length + n_scored].reshape(-1)
-
-
-def with_bos(lm, windows: torch.Tensor) -> torch.Tensor:
-    """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first."""
-    lm.require_tokenizer("the bos option")
-    bos = getattr(lm.tokenizer, "bos_token_id", None)
-    if bos is None:
-        raise CtxlensError(f"The tokenizer of '{lm.name}' has no BOS token; run with --bos false.")
-    return torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)
-
-
-@torch.inference_mode()
-def iter_last_states(lm, windows: torch.Tensor, batch_tokens: int, layer: int | None = None
-                     ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
-    """Forward windows [B, l] in batches of about ``batch_tokens`` tokens; yield per batch the
-    last position's final hidden state (after the final norm, what the LM head reads) [b, d]
-    and, when ``layer`` is given, that block's output at the last position [b, d]."""
-    rows = max(1, batch_tokens // windows.shape[1])
-    grabbed: list[torch.Tensor] = []
-    handle = None
-    if layer is not None:
-        def grab(module, args, out):
-            grabbed.append((out[0] if isinstance(out, (tuple, list)) else out)[:, -1])
-
-        handle = lm.layers[layer].register_forward_hook(grab)
-    try:
-        for s in range(0, windows.shape[0], rows):
-            batch = windows[s : s + rows].to(lm.device)
-            final = lm.base_forward(batch).last_hidden_state[:, -1]  # [b, d]
-            block = grabbed[-1] if handle is not None else None
-            grabbed.clear()
-            yield final, block
-    finally:
-        if handle is not None:
-            handle.remove()
-
-
-@torch.inference_mode()
-def next_token_nll(lm, final: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """final hidden states [B, d], targets [B] -> nats [B] (float32), through the LM head in chunks."""
-    post = lm.family.logits_post
-    nll = _losses.nll_from_hidden(
-        final[None], targets[None].to(final.device), lm.model.get_output_embeddings(),
-        post=(lambda z: post(lm.config, z)) if post else None,
-    )  # [1, B]
-    return nll[0]
 
 
 register(Experiment(

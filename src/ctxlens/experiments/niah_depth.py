@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples, needle_options
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 from ctxlens.tasks import get_task
@@ -35,14 +35,6 @@ class Config(TaskOptions):
     def validate(self) -> None:
         if get_task(self.task).family != "niah":
             raise CtxlensError(f"Option 'task' must be a needle task (niah_*), got '{self.task}'.")
-
-
-def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
-    out: dict = {"depths": [depth]}
-    for name, v in (("type_haystack", haystack), ("type_needle_k", key), ("type_needle_v", value)):
-        if v:
-            out[name] = v
-    return out
 
 
 def plan(config: Config) -> list[dict]:

@@ -14,9 +14,8 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples, needle_options
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.niah_depth import needle_options
 from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
 
 Haystack = typing.Literal["essay", "repeat", "needle"]

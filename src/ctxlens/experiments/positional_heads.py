@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import correlation_rows, n_selected, rank_heads
+from ctxlens.probes.dominant import n_selected
+from ctxlens.probes.positional_heads import ranked_heads
+from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.dominant_dimension import measure
 from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 
 
@@ -32,15 +32,6 @@ class Config(common.HeadOptions):
 
 def plan(config: Config) -> list[dict]:
     return common.units(config)
-
-
-def ranked_heads(lm, config, unit: dict, cache: dict) -> list[dict]:
-    """Correlation rows of every head, strongest first, with ``rank`` (cached per unit)."""
-    key = ("ranked", unit["transform"], unit["length"], config.n_samples, config.top_k, config.n_queries,
-           config.rank_by, tuple(config.layers))
-    if key not in cache:
-        cache[key] = rank_heads(correlation_rows(measure(lm, config, unit, cache)), config.rank_by)
-    return cache[key]
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:

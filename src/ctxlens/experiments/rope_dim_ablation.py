@@ -24,15 +24,17 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import LayerQK, attention_layers, chunk_size, scan
+from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 from ctxlens.core.options import Count, NonEmpty, NonNegativeInt, option, PositiveInt
-from ctxlens.lm.selfextend import ablate_pairs, zero_pairs_edit
+from ctxlens.lm.selfextend import zero_pairs_edit
+from ctxlens.probes.perplexity import window_nll
 
 Measure = typing.Literal["loss", "attention", "dominant"]
 MEASURES = typing.get_args(Measure)
@@ -42,8 +44,8 @@ _SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
 @dataclass
 class Config(common.DominantOptions):
     n_samples: Count = option(2, "windows (inputs) per length")
-    layers: list[int] = option(factory=list, help="ablated and measured attention layers, from 0; empty: every "
-                                                  "attention layer")
+    layers: Layers = option(None, "ablated and measured attention layers, negative from the end; unset: every "
+                                    "attention layer")
     n_queries: NonNegativeInt = option(64, "queries per input of the attention and dominant measures, evenly "
                                            "spaced; 0: every token")
     ablations: Annotated[list[str], NonEmpty] = option(
@@ -87,9 +89,9 @@ def plan(config: Config) -> list[dict]:
 
 
 def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> dict:
-    base = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
-    with ablate_pairs(lm, pairs, layers):
-        ablated = torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))]).mean()
+    base = window_nll(lm, ids).mean()
+    with lm.ablate_pairs(pairs, layers):
+        ablated = window_nll(lm, ids).mean()
     return {"kind": "loss", "nll_base": float(base), "nll_ablated": float(ablated), "delta": float(ablated - base)}
 
 
@@ -120,7 +122,7 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     n_dims = common.shared_pairs(lm, layers)
     pairs = pairs_of(unit["ablation"], n_dims)
     rows = []
@@ -132,7 +134,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             rows += _attention_rows(lm, ids, pairs, layers, config.n_queries)
         if "dominant" in config.measures:
             sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
-            with ablate_pairs(lm, pairs, layers):
+            with lm.ablate_pairs(pairs, layers):
                 for i in range(len(ids)):
                     accumulate(lm, ids[i:i + 1], layers, sums, config.top_k, config.n_queries, pairs)
             rows += [{"kind": "correlation", **r} for r in correlation_rows(sums)]

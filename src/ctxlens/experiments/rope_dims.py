@@ -17,7 +17,7 @@ import torch
 
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import LayerQK, attention_layers, scan
+from ctxlens.probes.qk import LayerQK, scan
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 from ctxlens.core.options import PositiveInt, option
@@ -44,7 +44,7 @@ def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    layers = attention_layers(lm, config.layers)
+    layers = lm.layer_indices(config.layers, attention=True)
     g = torch.Generator().manual_seed(config.seed)
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
         info = common.layer_info(lm, layers)

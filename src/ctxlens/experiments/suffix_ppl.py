@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.probes import suffix as sx
+from ctxlens.probes.perplexity import suffix_perplexity
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
@@ -36,12 +37,12 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    cache["max_length"] = max(config.lengths)
-    windows = sx.source_windows(lm, config, length, cache)  # [n, length]
-    return [{"source": config.source, "cut_length": cache["max_length"],
+    cut = sx.suffix_windows(lm, config, config.lengths, cache)
+    windows = cut.at(length)  # [n, length]
+    return [{"source": config.source, "cut_length": cut.cut_length,
              "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
              "n_sequences": windows.shape[0],
-             **sx.suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
+             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
 
 
 register(Experiment(

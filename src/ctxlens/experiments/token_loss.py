@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
 from ctxlens.probes.source import SourceOptions
+from ctxlens.probes.windows import source_windows
 
 
 @dataclass
@@ -35,15 +35,10 @@ def plan(config: Config) -> list[dict]:
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
-    if length not in cache:
-        lm.check_length(length)
-        source = open_source(config.source, text_field=config.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"text source '{config.source}'")
-        cache[length] = token_windows(
-            source, lm.tokenizer, length, config.n_samples, seed=config.seed, vocab_size=lm.vocab_size
-        )  # [n_samples, length]
-    ids = cache[length][unit["sample"]][None]  # [1, length]
+    lm.check_length(length)
+    windows = source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,
+                             text_field=config.text_field)  # ids [n_samples, length]
+    ids = windows.ids[unit["sample"]][None]  # [1, length]
     nll = lm.token_losses(ids)[0]  # [length - 1]
     finite = bool(nll.isfinite().all())
     mean = float(nll.mean()) if finite else None

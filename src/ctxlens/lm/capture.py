@@ -1,10 +1,11 @@
 """Captures asked for, not dumped: one forward, only the slices requested.
 
-A ``CaptureRequest`` names layers and positions; ``run_capture`` installs hooks that copy
+A request names layers and positions; ``run_capture`` installs hooks that copy
 ``x[:, positions]`` as each layer runs, records post-RoPE q/k through the registered attention
 function (``ctxlens.lm.attention``), and stops the forward after the deepest layer anyone
-asked for. Memory grows with ``len(layers) x len(positions) x d_model``, not with
-sequence length x layers. On a model split over several devices by a device map, every slice
+asked for (the hooks, recorder and stop of ``ctxlens.lm.forward``, shared with the q/k scan).
+Memory grows with ``len(layers) x len(positions) x d_model``, not with sequence length x
+layers. On a model split over several devices by a device map, every slice
 goes to the CPU as soon as it is taken (``ctxlens.lm.placement.capture_device``).
 """
 
@@ -16,12 +17,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import attention as attn_fn
 from ctxlens.lm import placement
-
-
-class _Stop(Exception):
-    """Raised by the last needed hook to end the forward early."""
+from ctxlens.lm.forward import QKRecorder, Stop, run_forward
 
 
 def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:
@@ -93,32 +90,12 @@ class Capture:
         return _Expanded(self.kv_keys, self.n_heads)
 
 
-def _layer_list(req: Iterable[int] | str | None, n_layers: int) -> list[int]:
-    if req is None:
+def _layer_list(lm, req: Iterable[int] | int | str | None) -> list[int]:
+    """The layers a capture request names: None or [] nothing, "all" every layer, an int or a list
+    of indices (negatives count from the end) resolved by ``LM.layer_indices``."""
+    if req is None or (not isinstance(req, (int, str)) and not list(req)):
         return []
-    if req == "all":
-        return list(range(n_layers))
-    out = []
-    for layer in ([req] if isinstance(req, int) else req):
-        layer = layer + n_layers if layer < 0 else layer
-        if not 0 <= layer < n_layers:
-            raise CtxlensError(f"Layer {layer} does not exist; this model has layers 0..{n_layers - 1}.")
-        out.append(layer)
-    return sorted(set(out))
-
-
-class _QKRecorder:
-    """Receives (module, q, k) from the registered attention function."""
-
-    def __init__(self, modules: dict[int, int], qpos, kpos, out_device, cap: Capture):
-        self.modules, self.qpos, self.kpos, self.out_device, self.cap = modules, qpos, kpos, out_device, cap
-
-    def record(self, module, query: torch.Tensor, key: torch.Tensor) -> None:
-        layer = self.modules.get(id(module))
-        if layer is None or layer in self.cap.queries:
-            return
-        self.cap.queries[layer] = _take(query, self.qpos, 2, self.out_device)
-        self.cap.kv_keys[layer] = _take(key, self.kpos, 2, self.out_device)
+    return lm.layer_indices(None if req == "all" else [req] if isinstance(req, int) else list(req))
 
 
 def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
@@ -157,9 +134,8 @@ def run_capture(
     """
     seq = input_ids.shape[1]
     out_device = placement.capture_device(lm.model, out_device)
-    n_layers = lm.n_layers
-    res_layers, blk_layers = _layer_list(residual, n_layers), _layer_list(block, n_layers)
-    qk_layers = _layer_list(qk, n_layers)
+    res_layers, blk_layers = _layer_list(lm, residual), _layer_list(lm, block)
+    qk_layers = _layer_list(lm, qk)
     if qk_layers:
         lm.family.require("qk", lm.name)
     if res_layers:
@@ -174,11 +150,18 @@ def run_capture(
     last = max(res_layers + blk_layers + qk_layers, default=-1)
     if last < 0:
         raise CtxlensError("Nothing to capture; ask for residual, block or qk layers.")
+    recorder = None  # q/k of qk_layers, recorded by the attention function
+    if qk_layers:
+        def keep_qk(layer: int, module, query: torch.Tensor, key: torch.Tensor) -> None:
+            cap.queries[layer] = _take(query, cap.query_positions, 2, out_device)
+            cap.kv_keys[layer] = _take(key, cap.key_positions, 2, out_device)
+
+        recorder = QKRecorder(lm, qk_layers, keep_qk)
     handles, pending = [], {}
 
     def stop_if_last(layer: int) -> None:
         if layer == last:
-            raise _Stop
+            raise Stop
 
     for layer in sorted(set(res_layers + blk_layers + qk_layers)):
         module = lm.layers[layer]
@@ -224,27 +207,26 @@ def run_capture(
 
         handles.append(module.register_forward_hook(post))
 
-    recorder = None
-    if qk_layers:
-        modules = {id(lm.attention(layer)): layer for layer in qk_layers}
-        recorder = _QKRecorder(modules, cap.query_positions, cap.key_positions, out_device, cap)
-        attn_fn.push(recorder)
     try:
-        with torch.inference_mode():
-            lm.base_forward(input_ids, attention_mask=attention_mask)
-    except _Stop:
-        pass
+        run_forward(lm, input_ids, hooks=handles, recorder=recorder, attention_mask=attention_mask)
     finally:
-        for h in handles:
-            h.remove()
-        if recorder is not None:
-            attn_fn.pop(recorder)
         if out_device is not None:
             placement.synchronize()  # slices copied without blocking are complete before anyone reads them
-    missing = [layer for layer in qk_layers if layer not in cap.queries]
-    if missing:
-        raise CtxlensError(
-            f"Layers {missing} of '{lm.name}' have no attention that ran through ctxlens' attention function; "
-            "ask for q/k of attention layers only."
-        )
+    if recorder is not None:
+        recorder.check()
     return cap
+
+
+def last_states(lm, input_ids: torch.Tensor, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(final hidden state [batch, d_model] after the final norm, output of block ``block``
+    [batch, d_model] or None) at the last position of input_ids [batch, seq]: one full forward
+    (the final state needs every layer), with a hook on ``block`` when one is asked for."""
+    grabbed: list[torch.Tensor] = []
+    hooks = []
+    if block is not None:
+        def grab(module, args, out):
+            grabbed.append(_first(out)[:, -1])  # [batch, d_model]
+
+        hooks.append(lm.layers[block].register_forward_hook(grab))
+    out = run_forward(lm, input_ids, hooks=hooks)
+    return out.last_hidden_state[:, -1], (grabbed[-1] if grabbed else None)

@@ -5,16 +5,21 @@ Everything above this layer talks to an ``LM``, never to a model class directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Layers
 from ctxlens.lm import capture as _capture
 from ctxlens.lm import heads as _heads
 from ctxlens.lm import losses as _losses
+from ctxlens.lm import qkscan as _qkscan
 from ctxlens.lm import rope as _rope
+from ctxlens.lm import selfextend as _selfextend
 from ctxlens.lm.families import Family
 
 
@@ -50,6 +55,16 @@ def config_int(config, *names: str) -> int:
         if isinstance(value, int) and not isinstance(value, bool) and value:
             return value
     return 0
+
+
+@dataclass(frozen=True)
+class RopeSnapshot:
+    """A model's RoPE at one moment: its ``rope_parameters`` (``{layer_type: parameters}`` on a
+    per-type model), ``max_position_embeddings`` and whether extrapolation was allowed."""
+
+    parameters: dict
+    max_positions: int | None
+    extrapolate: bool
 
 
 class LM:
@@ -95,6 +110,25 @@ class LM:
         """Indices of the blocks that contain attention."""
         return [i for i in range(self.n_layers) if self._attention_or_none(i) is not None]
 
+    def layer_indices(self, layers: Layers, *, attention: bool = False) -> list[int]:
+        """Sorted, unique, absolute indices of a ``Layers`` option: None or [] is every layer (every
+        attention layer with ``attention``); negatives count from the end."""
+        n = self.n_layers
+        if not layers:
+            return self.attention_layers() if attention else list(range(n))
+        out = set()
+        for layer in layers:
+            if not -n <= layer < n:
+                raise CtxlensError(
+                    f"Layer {layer} does not exist in '{self.name}' ({n} layers); pick layers in [{-n}, {n - 1}]."
+                )
+            out.add(layer + n if layer < 0 else layer)
+        have = self.attention_layers() if attention else list(range(n))
+        bad = sorted(out - set(have))
+        if bad:
+            raise CtxlensError(f"Layers {bad} of '{self.name}' have no attention; pick from {have}.")
+        return sorted(out)
+
     def out_proj(self, layer: int) -> torch.nn.Module:
         return self.attention(layer).get_submodule(self.family.out_proj)
 
@@ -131,6 +165,24 @@ class LM:
     def layer_rotary_dims(self, layer: int) -> int:
         """Rotary dims per head of ``layer`` (2 x its number of frequency pairs)."""
         return 2 * int(self.inv_freq(layer).numel())
+
+    @property
+    def name_or_path(self) -> str:
+        """The hub id or folder the weights were loaded from (the config's ``_name_or_path``), or ''."""
+        return str(getattr(self.config, "_name_or_path", "") or "")
+
+    def config_train_length(self) -> int | None:
+        """The training length the config states: the ``original_max_position_embeddings`` of its
+        RoPE scaling (the global layers' on a per-type model), else ``max_position_embeddings``."""
+        config = _rope.text_config(self.model)
+        params = getattr(config, "rope_parameters", None) or {}
+        keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first
+        entries = [params[k] for k in sorted(keys, key=lambda k: k != _rope.GLOBAL) if params[k]] if keys else [params]
+        originals = [e.get("original_max_position_embeddings") for e in entries]
+        for value in (*originals, getattr(config, "max_position_embeddings", None)):
+            if value:
+                return int(value)
+        return None
 
     def rope_info(self, layer: int) -> dict:
         """Row columns naming the RoPE ``layer`` uses now: its layer type, base and RoPE type."""
@@ -192,30 +244,114 @@ class LM:
         """[batch, seq-1] float32 nats; entry t is the loss of token t+1 given tokens 0..t."""
         ids = self._ids(input_ids)
         hidden = self.base_forward(ids, attention_mask).last_hidden_state  # [batch, seq, d_model]
+        return self.nll_from_hidden(hidden[:, :-1], ids[:, 1:], chunk=chunk)
+
+    @torch.inference_mode()
+    def final_hidden(self, input_ids) -> torch.Tensor:
+        """[batch, seq, d_model] final hidden states (after the final norm: what the LM head reads)
+        of ids [batch, seq], checked like every forward (id range, length)."""
+        return self.base_forward(self._ids(input_ids)).last_hidden_state
+
+    def last_states(self, input_ids, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(final hidden state [batch, d_model], output of block ``block`` [batch, d_model] or None)
+        at the last position of ids [batch, seq]: one forward (``ctxlens.lm.capture.last_states``)."""
+        return _capture.last_states(self, self._ids(input_ids), block)
+
+    def _logits_post(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The family's logit post-processing (soft-capping, scaling) as a function of logits, or None."""
         post = self.family.logits_post
-        return _losses.nll_from_hidden(
-            hidden[:, :-1], ids[:, 1:], self.model.get_output_embeddings(),
-            post=(lambda z: post(self.config, z)) if post else None, chunk=chunk,
-        )
+        return (lambda z: post(self.config, z)) if post else None
+
+    @torch.inference_mode()
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Logits [..., vocab] of final hidden states [..., d_model], post-processed as the model's
+        own head does (soft-capping, scaling); full vocabulary, so keep ``hidden`` small."""
+        logits = self.model.get_output_embeddings()(hidden)
+        post = self._logits_post()
+        return post(logits) if post else logits
+
+    @torch.inference_mode()
+    def nll_from_hidden(self, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
+        """[batch, n] float32 nats of targets [batch, n] given final hidden states [batch, n, d_model],
+        through the LM head in chunks (``ctxlens.lm.losses``): no full-vocabulary logits for all n."""
+        return _losses.nll_from_hidden(hidden, targets.to(hidden.device), self.model.get_output_embeddings(),
+                                       post=self._logits_post(), chunk=chunk)
+
+    @torch.inference_mode()
+    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int) -> torch.Tensor:
+        """[batch, seq + new] ids: the model's own greedy ``generate`` (its KV / recurrent cache) from
+        ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``."""
+        self.check_length(torch.as_tensor(input_ids).shape[-1] + max_new_tokens)
+        ids = self._ids(input_ids)
+        return self.model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id)
 
     def capture(self, input_ids, **request) -> _capture.Capture:
         """One forward returning only the requested slices; see ``ctxlens.lm.capture.run_capture``."""
         return _capture.run_capture(self, self._ids(input_ids), **request)
 
+    def scan_qk(self, input_ids: torch.Tensor, layers: Sequence[int],
+                fn: Callable[[_qkscan.QKView], None]) -> None:
+        """One forward of ids [1, seq]; ``fn`` gets each of ``layers`` as a ``QKView`` (post-RoPE
+        q [H, seq, d], k [KVH, seq, d] and how the layer attends) while the forward runs, and the
+        forward stops after the deepest; see ``ctxlens.lm.qkscan``."""
+        _qkscan.scan_qk(self, input_ids, layers, fn)
+
+    def self_extend(self, group: int, window: int) -> AbstractContextManager:
+        """Context manager: SelfExtend (group size ``group``, neighbour window ``window``) on every
+        attention layer inside the block; see ``ctxlens.lm.selfextend``."""
+        return _selfextend.self_extend(self, group, window)
+
+    def ablate_pairs(self, pairs: Sequence[int], layers: Sequence[int] | None = None) -> AbstractContextManager:
+        """Context manager: RoPE frequency ``pairs`` zeroed in q and k of ``layers`` (None: every
+        attention layer) inside the block; see ``ctxlens.lm.selfextend.ablate_pairs``."""
+        return _selfextend.ablate_pairs(self, pairs, layers)
+
     def mask_heads(self, heads: Mapping[int, Sequence[int]]) -> AbstractContextManager:
         """Context manager: heads ``{layer: [head, ...]}`` output zero inside the block."""
         return _heads.mask_heads(self, heads)
 
-    def set_rope(self, theta: float | None = None, scaling: dict | None = None, layers: str | None = None) -> dict:
-        """Change RoPE base and/or scaling in place (the rope-distance paper Section 4.2.2). ``layers``: global,
-        sliding, all or a layer type; default: the global layers of a model with a RoPE per layer
-        type (Gemma 3), all layers of a one-RoPE model. Returns the new parameters of what changed
-        (``{layer_type: parameters}`` on a per-type model; see ``ctxlens.lm.rope.set_rope``)."""
+    def set_rope(self, theta: float | None = None, scaling: dict | None = None, layers: str | None = None,
+                 max_positions: int | None = None) -> dict:
+        """Change RoPE base and/or scaling in place (the RoPE distance paper, Section 4.2.2). ``layers``:
+        global, sliding, all or a layer type; default: the global layers of a model with a RoPE per
+        layer type (Gemma 3), all layers of a one-RoPE model. ``max_positions`` first sets the
+        config's ``max_position_embeddings`` (dynamic NTK and YaRN scale from it; put back if the
+        change fails). Returns the new parameters of what changed (``{layer_type: parameters}`` on
+        a per-type model; see ``ctxlens.lm.rope.set_rope``); ``rope_snapshot`` / ``restore_rope``
+        undo it."""
         self.family.require("rope", self.name)
-        params = _rope.set_rope(self.model, theta=theta, scaling=scaling, layers=layers,
-                                under=self.text_prefix, n_layers=self.n_layers)
+        config = _rope.text_config(self.model)
+        old_max = getattr(config, "max_position_embeddings", None)
+        if max_positions is not None:
+            config.max_position_embeddings = max_positions
+        try:
+            params = _rope.set_rope(self.model, theta=theta, scaling=scaling, layers=layers,
+                                    under=self.text_prefix, n_layers=self.n_layers)
+        except CtxlensError:
+            if max_positions is not None:
+                config.max_position_embeddings = old_max
+            raise
         self.extrapolate = True
         return params
+
+    def rope_snapshot(self) -> RopeSnapshot:
+        """The RoPE as it is now (parameters, max positions, the extrapolation flag), for ``restore_rope``."""
+        config = _rope.text_config(self.model)
+        return RopeSnapshot(copy.deepcopy(getattr(config, "rope_parameters", None) or {}),
+                            getattr(config, "max_position_embeddings", None), self.extrapolate)
+
+    def restore_rope(self, snapshot: RopeSnapshot) -> None:
+        """Put back the RoPE of ``snapshot`` (taken by ``rope_snapshot``) and rebuild the rotary modules."""
+        config = _rope.text_config(self.model)
+        if getattr(config, "max_position_embeddings", None) != snapshot.max_positions:
+            config.max_position_embeddings = snapshot.max_positions
+        _rope.restore_rope(self.model, snapshot.parameters, self.text_prefix)
+        self.extrapolate = snapshot.extrapolate
+
+    @property
+    def rope_per_layer_type(self) -> bool:
+        """Whether each layer type carries its own RoPE parameters (Gemma 3: sliding and global)."""
+        return bool(_rope.rope_keys(_rope.text_config(self.model)))
 
     def require_tokenizer(self, what: str) -> None:
         if self.tokenizer is None:

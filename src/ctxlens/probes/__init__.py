@@ -1,10 +1,20 @@
-"""The shared steps of experiments, one copy each: windows and suffix states (``suffix``),
-perturbations (``perturb``), the q/k scan (``qk``), RoPE options and transforms (``rope``,
-``extrapolation``), needle probes (``passkey``, ``tasks``) and dominant-dimension statistics
-(``dominant``). Experiments import these; these import ``tasks``, ``data``, ``metrics``, ``lm``
-and ``core`` only.
+"""The shared steps of experiments, one copy each.
+
+- ``windows``: token windows cut from a source once, at the longest length a run asks for;
+- ``suffix``: suffix positions, suffix states and ACCS over perturbations (``perturb``);
+- ``perplexity``: suffix perplexity and whole-window losses;
+- ``visible``: loss and last-token features with exactly l tokens visible;
+- ``qk``: the q/k scan of ``LM.scan_qk`` with RoPE pair contributions; ``dominant`` and
+  ``positional_heads``: dominant dimension vs distance and the heads it ranks;
+- ``rope`` and ``extrapolation``: the RoPE experiments' options, inputs and transforms;
+- ``passkey``: the built-in needle probes; ``tasks``: task prompts, decoding and scored rows.
+
+Layer selection is ``ctxlens.core.options.Layers``, resolved by ``LM.layer_indices``.
+Experiments import these; these import ``tasks``, ``data``, ``metrics``, ``lm`` and ``core``
+only, never ``experiments``.
 
 The option groups experiments inherit their Config from, each field typed and documented
 (``ctxlens.core.options``): ``source.SourceOptions`` and ``source.LengthSweepOptions``;
 ``suffix.SuffixOptions`` and ``suffix.GeometryOptions``; ``rope.RopeOptions``,
-``rope.DominantOptions`` and ``rope.HeadOptions``; ``tasks.TaskOptions``."""
+``rope.DominantOptions`` and ``rope.HeadOptions``; ``tasks.TaskOptions``.
+"""

@@ -24,15 +24,12 @@ every unit of a run.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import rope as _rope
-from ctxlens.lm import selfextend as _selfextend
 
 KINDS = ("none", "theta", "linear", "dynamic", "yarn", "selfextend")
 _HELP = ("write none, theta:BASE, linear:F, dynamic:F, yarn:F (each optionally @global, @sliding or @all) "
@@ -89,17 +86,12 @@ def train_length(lm, override: int | None = None) -> int:
     else ``original_max_position_embeddings`` of its RoPE, else ``max_position_embeddings``."""
     if override:
         return int(override)
-    record = Path(str(getattr(lm.config, "_name_or_path", "") or "")) / "zoo.json"
+    record = Path(lm.name_or_path) / "zoo.json"
     if record.is_file():
         return int(json.loads(record.read_text())["recipe"]["seq_len"])
-    config = _rope.text_config(lm.model)
-    params = getattr(config, "rope_parameters", None) or {}
-    keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first
-    entries = [params[k] for k in sorted(keys, key=lambda k: k != _rope.GLOBAL) if params[k]] if keys else [params]
-    originals = [e.get("original_max_position_embeddings") for e in entries]
-    for value in (*originals, getattr(config, "max_position_embeddings", None)):
-        if value:
-            return int(value)
+    stated = lm.config_train_length()
+    if stated:
+        return stated
     raise CtxlensError(f"Cannot tell the training length of '{lm.name}'; pass --train-length N.")
 
 
@@ -112,33 +104,20 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         return
     lm.family.require("rope", lm.name)
     if t.kind == "selfextend":
-        with _selfextend.self_extend(lm, t.group, t.window):
+        with lm.self_extend(t.group, t.window):
             yield t
         return
-    config, flag = _rope.text_config(lm.model), lm.extrapolate
-    old_params, old_max = copy.deepcopy(config.rope_parameters), config.max_position_embeddings
+    own = lm.rope_snapshot()
     if t.kind == "theta":
         lm.set_rope(theta=t.value, layers=t.layers)
     elif t.kind == "linear":
         lm.set_rope(scaling={"rope_type": "linear", "factor": t.value}, layers=t.layers)
     elif t.kind == "yarn":  # the extended length is factor x training length (as transformers expects)
-        config.max_position_embeddings = round(t.value * trained)
-        try:
-            lm.set_rope(scaling={"rope_type": "yarn", "factor": t.value, "original_max_position_embeddings": trained},
-                        layers=t.layers)
-        except CtxlensError:
-            config.max_position_embeddings = old_max
-            raise
+        lm.set_rope(scaling={"rope_type": "yarn", "factor": t.value, "original_max_position_embeddings": trained},
+                    layers=t.layers, max_positions=round(t.value * trained))
     else:  # dynamic NTK rescales from config.max_position_embeddings on: make that the training length
-        config.max_position_embeddings = trained
-        try:
-            lm.set_rope(scaling={"rope_type": "dynamic", "factor": t.value}, layers=t.layers)
-        except CtxlensError:
-            config.max_position_embeddings = old_max
-            raise
+        lm.set_rope(scaling={"rope_type": "dynamic", "factor": t.value}, layers=t.layers, max_positions=trained)
     try:
         yield t
     finally:
-        config.max_position_embeddings = old_max
-        _rope.restore_rope(lm.model, old_params, lm.text_prefix)
-        lm.extrapolate = flag
+        lm.restore_rope(own)

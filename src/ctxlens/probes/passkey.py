@@ -1,10 +1,15 @@
-"""A minimal passkey-retrieval probe for the head-masking experiment.
+"""The built-in needle probes: passkey retrieval (``head-masking``) and the teacher-forced
+single-needle accuracy (``rope-theta-sweep``).
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
-Section 4.3.2, Figure 8, scores passkey retrieval by input length. This is a stop-gap: it
-should be replaced by the task engine (``ctxlens.tasks``) once that exists.
+The RoPE distance paper ("On the token distance modeling ability of higher RoPE attention
+dimension"), Section 4.3.2, Figure 8, scores passkey retrieval by input length; the geometry
+paper ("How much do contextualized representations encode long-range context?"), Section 4,
+Table 8, single-needle retrieval per RoPE base. The task engine (``ctxlens.tasks``) renders
+RULER's templates, not these prompts, so delegating to it would change the prompts and the
+rows of existing runs; the prompts stay here, byte for byte, and share the corpus needle
+placement (``needle_distance``) and the ``LM`` facade's greedy decoding and LM head.
 
-Two prompt styles, both scored by greedy generation (exact match of the answer):
+Passkey prompts come in two styles, both scored by greedy generation (exact match of the answer):
 
 - ``corpus``: the built-in corpus's single-needle probe (``ctxlens.data.corpus.retrieval_probes``):
   ``The code for the blue door is 4172.`` early, ``Question: what is the code for the blue door?
@@ -15,6 +20,9 @@ Two prompt styles, both scored by greedy generation (exact match of the answer):
 
 Depth is the fraction of the prompt before the needle (0: start, 1: end). Prompts are built to
 ``length`` tokens; ``n_tokens`` records the actual count (a tokenizer may land a little short).
+
+The teacher-forced probe cuts ``n`` corpus probes to ``length`` tokens (prompt + answer) and
+counts a hit when every answer token is the argmax given the prompt and the answer before it.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.data.corpus import MIN_PROBE_DISTANCE, retrieval_probes
+from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 
 Style = typing.Literal["corpus", "classic"]
 STYLES = typing.get_args(Style)
@@ -66,10 +74,16 @@ def _fit(tokenizer, build, length: int) -> torch.Tensor:
     return torch.tensor(best)
 
 
+def needle_distance(depth: float, total_bytes: int) -> int:
+    """Bytes from a corpus probe's fact to its end for a fact at ``depth`` (0: start, 1: end) of
+    ``total_bytes``, at least the corpus minimum (``MIN_PROBE_DISTANCE``)."""
+    return min(total_bytes, max(MIN_PROBE_DISTANCE, round((1 - depth) * total_bytes)))
+
+
 def _corpus(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
     def probe(n_bytes: int):
         n_bytes = max(n_bytes, MIN_PROBE_DISTANCE)
-        distance = min(n_bytes, max(MIN_PROBE_DISTANCE, round((1 - depth) * n_bytes)))
+        distance = needle_distance(depth, n_bytes)
         return retrieval_probes(seed * 1000 + i, 1, distance_bytes=distance, total_bytes=n_bytes)[0]
 
     if length < MIN_PROBE_DISTANCE:
@@ -111,8 +125,61 @@ def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: 
 def retrieved(lm, probe: Probe) -> bool:
     """Greedy generation from the prompt starts with the answer."""
     n_new = len(_encode(lm.tokenizer, probe.answer)) + 1
-    lm.check_length(probe.n_tokens + n_new)
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id
-    out = lm.model.generate(probe.ids[None].to(lm.device), max_new_tokens=n_new, do_sample=False,
-                            pad_token_id=pad if pad is not None else 0)
+    out = lm.greedy(probe.ids[None], n_new, pad if pad is not None else 0)  # [1, n_tokens + new]
     return lm.tokenizer.decode(out[0, probe.n_tokens:].tolist()).strip().startswith(probe.answer)
+
+
+# --------------------------------------------------------------------------------------
+# Teacher-forced needle accuracy (rope-theta-sweep)
+# --------------------------------------------------------------------------------------
+
+
+def _bytes_per_token(lm, seed: int, cache: dict) -> float:
+    if "bytes_per_token" not in cache:
+        text = corpus_text(seed, 8192, split="test")
+        cache["bytes_per_token"] = len(text.encode()) / max(1, len(lm.tokenizer.encode(text, add_special_tokens=False)))
+    return cache["bytes_per_token"]
+
+
+def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: dict
+                   ) -> tuple[list[list[int]], list[list[int]], int]:
+    """(prompt ids, answer ids, lost) for ``n`` corpus probes of about ``length`` tokens in all,
+    the fact at ``depth`` of the prompt (0: start, 1: just before the question).
+
+    Each prompt is cut on the left so that prompt + answer fits in ``length`` tokens; ``lost``
+    counts probes whose fact did not survive the cut (they are scored as misses).
+    """
+    tok = lm.tokenizer
+    total_bytes = max(int(length * _bytes_per_token(lm, seed, cache)), MIN_PROBE_DISTANCE + 1)
+    distance = needle_distance(depth, total_bytes)
+    prompts, answers, lost = [], [], 0
+    for probe in retrieval_probes(seed, n, distance_bytes=distance, total_bytes=total_bytes):
+        answer = tok.encode(probe.answer, add_special_tokens=False)
+        prompt = tok.encode(probe.prompt, add_special_tokens=False)[-(length - len(answer)):]
+        lost += len(tok.encode(probe.prompt[-probe.distance_bytes:], add_special_tokens=False)) > len(prompt)
+        prompts.append(prompt)
+        answers.append(answer)
+    return prompts, answers, lost
+
+
+@torch.inference_mode()
+def needle_accuracy(lm, length: int, depth: float, n: int, seed: int, batch_size: int, cache: dict) -> dict:
+    """Greedy exact-match accuracy: every answer token is the argmax given the prompt and the
+    answer tokens before it (equivalent to greedy decoding reproducing the answer)."""
+    lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
+    prompts, answers, lost = needle_prompts(lm, length, depth, n, seed, cache)
+    hits = 0
+    pad = lm.tokenizer.eos_token_id or 0
+    for b0 in range(0, len(prompts), batch_size):
+        seqs = [p + a for p, a in zip(prompts[b0:b0 + batch_size], answers[b0:b0 + batch_size])]
+        width = max(map(len, seqs))
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])  # [B, width]; right padding is causal-safe
+        hidden = lm.final_hidden(ids)  # [B, width, d]
+        for row, (p, a) in enumerate(zip(prompts[b0:b0 + batch_size], answers[b0:b0 + batch_size])):
+            at = torch.arange(len(p) - 1, len(p) - 1 + len(a), device=hidden.device)
+            logits = lm.head_logits(hidden[row, at])  # [len(a), vocab]
+            hits += bool((logits.argmax(-1).cpu() == torch.tensor(a)).all())
+    return {"length": length, "n": len(prompts), "needle_depth": depth, "accuracy": hits / len(prompts),
+            "prompt_tokens": sum(map(len, prompts)) / len(prompts), "needles_lost": lost,
+            "flag": f"{lost} needle(s) cut off by the length limit" if lost else None}

@@ -1,125 +1,33 @@
-"""Per-layer analyses on post-RoPE q and k, run inside one forward with a bounded working set.
+"""Per-layer analyses on post-RoPE q and k: the q/k scan of ``LM.scan_qk`` with the RoPE pair
+contributions on top.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
-Sections 4.1-4.2, needs for every layer and head the logits of chosen queries against all
-earlier keys. ``scan`` hands each requested layer's q [H, L, d] and k [KVH, L, d] to a
-callback while the forward runs (through the recorder hook of ``ctxlens.lm.attention``) and
-stops after the deepest layer, so only one layer's q/k exists at a time beyond what the
-forward itself holds. ``LayerQK.logits`` computes the logit rows of a chunk of queries,
-masked as the model masks them (causal, sliding window, SelfExtend's grouped distances): no
-L x L matrix is built; ``chunk_size`` picks how many query rows fit the working set. Each
-layer carries its own inverse frequencies, rotary dims and layer type (local/global hybrids
-such as Gemma 3 rotate sliding layers with base 1e4 and global ones with base 1e6).
+The RoPE distance paper ("On the token distance modeling ability of higher RoPE attention
+dimension"), Sections 4.1-4.2, reads for every layer and head the logits of chosen queries
+against all earlier keys and splits each logit into the contributions of the RoPE frequency
+pairs (Section 3). ``scan`` runs ``LM.scan_qk`` (one forward, one layer's q/k at a time,
+stopped after the deepest layer; ``ctxlens.lm.qkscan``) and hands each layer to the callback as
+a ``LayerQK``: the model's logits and probabilities of a chunk of queries (``QKView``) plus
+``pair_contributions``. ``chunk_size`` picks how many query rows fit the working set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-
-import functools
-import inspect
+from dataclasses import dataclass
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import attention as attn_fn
 from ctxlens.lm import selfextend as _se
-from ctxlens.lm.rope import text_config
+from ctxlens.lm.qkscan import QKView
 from ctxlens.metrics.rope import rope_pair_contributions
 
 WORK_BYTES = 512 * 2**20  # working set per chunk of queries
 
 
-class _Stop(Exception):
-    pass
-
-
-def layer_window(lm, module) -> int | None:
-    """The sliding window of an attention module (keys with m - n >= window are not seen), or None."""
-    window = getattr(module, "sliding_window", None)
-    config = text_config(lm.model)
-    if window is None and getattr(config, "layer_types", None) is None:  # mistral: every layer slides
-        window = getattr(config, "sliding_window", None)
-    return int(window) if window else None
-
-
-@functools.cache
-def _passes_softcap(cls: type) -> bool | None:
-    """Whether ``cls.forward`` hands ``softcap=`` to its attention function (gemma2 does; gemma3
-    keeps ``attn_logit_softcapping`` in its config but does not apply it); None if unreadable."""
-    try:
-        return "softcap=" in inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        return None
-
-
-def layer_softcap(lm, module) -> float | None:
-    """The attention-logit soft-cap ``module`` applies, or None."""
-    cap = getattr(module, "attn_logit_softcapping", getattr(text_config(lm.model), "attn_logit_softcapping", None))
-    return cap if cap and _passes_softcap(type(module)) is not False else None
-
-
 @dataclass
-class LayerQK:
-    """One layer's post-RoPE q [H, L, d] and k [KVH, L, d] (batch element 0, float32) and how it attends."""
-
-    layer: int
-    q: torch.Tensor
-    k: torch.Tensor
-    scaling: float
-    softcap: float | None
-    window: int | None
-    selfextend: _se.SelfExtend | None
-    inv_freq: torch.Tensor
-    layout: str
-    rotary_dims: int
-    layer_type: str = "full_attention"  # see LM.layer_type
-    _k_grouped: torch.Tensor | None = field(default=None, repr=False)
-
-    @property
-    def n_heads(self) -> int:
-        return self.q.shape[0]
-
-    def kv_of_head(self) -> torch.Tensor:
-        """[H] index of the kv head each query head reads."""
-        return torch.arange(self.n_heads, device=self.q.device) // (self.n_heads // self.k.shape[0])
-
-    def logits(self, qpos: torch.Tensor, n_keys: int | None = None, q: torch.Tensor | None = None,
-               k: torch.Tensor | None = None) -> torch.Tensor:
-        """Unscaled logits [H, c, n] of queries at qpos [c] against keys 0..n-1 (n = max(qpos)+1),
-        -inf where the model does not attend. ``q``/``k`` replace the layer's (same shapes)."""
-        q = self.q if q is None else q
-        k = self.k if k is None else k
-        n = int(qpos.max()) + 1 if n_keys is None else n_keys
-        kpos = torch.arange(n, device=q.device)
-        qc, kc = q[:, qpos][None], k[:, :n][None]  # [1, H, c, d], [1, KVH, n, d]
-        if self.selfextend is None:
-            out = _se.scores(qc, kc)[0]
-        else:
-            kg = self._grouped_keys()[None, :, :n] if k is self.k else None
-            out = _se.selfextend_scores(qc, kc, qpos, kpos, self.selfextend, self.inv_freq, self.layout,
-                                        self.rotary_dims, kg)[0]
-        true = qpos[:, None] - kpos[None]  # [c, n]
-        hidden = true < 0
-        if self.window is not None:
-            hidden |= true >= self.window
-        return out.float().masked_fill(hidden, float("-inf"))
-
-    def _grouped_keys(self) -> torch.Tensor:
-        """[KVH, L, d] the layer's keys moved to their SelfExtend grouped positions (computed once)."""
-        if self._k_grouped is None:
-            pos = torch.arange(self.k.shape[1], device=self.k.device)
-            self._k_grouped = _se.rotate(self.k, self.selfextend.key_positions(pos) - pos, self.inv_freq,
-                                         self.layout, self.rotary_dims)
-        return self._k_grouped
-
-    def probs(self, qpos: torch.Tensor, **kw) -> torch.Tensor:
-        """Attention probabilities [H, c, n] of queries at qpos, as the model computes them."""
-        z = self.logits(qpos, **kw) * self.scaling
-        if self.softcap:
-            z = torch.tanh(z / self.softcap) * self.softcap
-        return torch.softmax(z, dim=-1)
+class LayerQK(QKView):
+    """One layer's post-RoPE q [H, L, d] and k [KVH, L, d], how it attends, and its RoPE pairs."""
 
     def pair_contributions(self, qpos: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
         """Per-pair contributions [H, c, t, n_pairs] of queries at qpos [c] with keys [H, c, t]
@@ -143,48 +51,7 @@ def chunk_size(n_heads: int, n_keys: int, per_row_extra: int = 0) -> int:
 
 def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], None]) -> None:
     """One forward of ``ids`` [1, L]; ``fn`` gets each of ``layers`` as a ``LayerQK``, in order."""
-    if ids.shape[0] != 1:
-        raise CtxlensError("The RoPE analyses take one sequence at a time; pass ids of shape [1, L].")
-    lm.family.require("rope", lm.name)
-    layers = sorted(set(layers))
-    modules = {id(lm.attention(layer)): layer for layer in layers}
-    done: list[int] = []
-    se = _se.active(lm)
-    layout = lm.family.rope_layout
+    def as_layer(view: QKView) -> None:
+        fn(LayerQK(**{f.name: getattr(view, f.name) for f in dataclasses.fields(view)}))
 
-    class Recorder:
-        def record(self, module, query, key):
-            layer = modules.get(id(module))
-            if layer is None or layer in done:
-                return
-            done.append(layer)
-            inv_freq = lm.inv_freq(layer)  # [n_pairs] of this layer's type
-            fn(LayerQK(layer, query[0].float(), key[0].float(), attn_fn.scaling_of(module), layer_softcap(lm, module),
-                       layer_window(lm, module), se, inv_freq, layout, 2 * inv_freq.numel(), lm.layer_type(layer)))
-            if len(done) == len(layers):
-                raise _Stop
-
-    lm.check_length(ids.shape[1])
-    rec = Recorder()
-    attn_fn.push(rec)
-    try:
-        with torch.inference_mode():
-            lm.base_forward(ids.to(lm.device))
-    except _Stop:
-        pass
-    finally:
-        attn_fn.pop(rec)
-    if len(done) != len(layers):
-        missing = sorted(set(layers) - set(done))
-        raise CtxlensError(f"Layers {missing} of '{lm.name}' ran no attention through ctxlens; pick attention layers.")
-
-
-def attention_layers(lm, layers: Sequence[int] | None) -> list[int]:
-    """``layers`` checked against the model's attention layers (None: all of them)."""
-    have = lm.attention_layers()
-    if not layers:
-        return have
-    bad = [layer for layer in layers if layer not in have]
-    if bad:
-        raise CtxlensError(f"Layers {bad} of '{lm.name}' have no attention; pick from {have}.")
-    return list(layers)
+    lm.scan_qk(ids, layers, as_layer)

@@ -16,10 +16,10 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
-from ctxlens.data.sources import open_source, token_windows
+from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
+from ctxlens.probes.windows import source_windows
 from ctxlens.probes.source import SourceOptions
 
 
@@ -35,7 +35,7 @@ class RopeOptions(SourceOptions):
     transforms: Annotated[list[str], NonEmpty] = option(
         factory=lambda: ["none"], help="extrapolation transforms, one unit each: none, theta:BASE, linear:F, "
                                        "dynamic:F, yarn:F (optionally @global, @sliding or @all) or selfextend:G:W")
-    layers: list[int] = option(factory=list, help="attention layers analysed, from 0; empty: every attention layer")
+    layers: Layers = option(None, "attention layers analysed, negative from the end; unset: every attention layer")
     train_length: PositiveInt | None = option(
         None, "training length in tokens (splits rows into beyond_train or not; the transforms' original length); "
               "unset: from the model (zoo record or config)")
@@ -43,8 +43,6 @@ class RopeOptions(SourceOptions):
     def validate(self) -> None:
         for spec in self.transforms:
             parse_transform(spec)
-        if any(layer < 0 for layer in self.layers):
-            raise CtxlensError("Option 'layers' must list layer indices from 0; pass e.g. --layers 0,3.")
 
 
 @dataclass
@@ -72,17 +70,12 @@ def units(config) -> list[dict]:
 
 
 def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: int | None = None) -> torch.Tensor:
-    """[n, length] token ids from ``config.source`` (cached per length, n and seed)."""
+    """[n, length] token ids from ``config.source``, each input a window of its own length
+    (``ctxlens.probes.windows``, cached per length, n and seed)."""
     n = config.n_samples if n is None else n
     seed = config.seed if seed is None else seed
-    key = ("windows", config.source, length, n, seed)
-    if key not in cache:
-        lm.check_length(length)
-        source = open_source(config.source, text_field=config.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"text source '{config.source}'")
-        cache[key] = token_windows(source, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
-    return cache[key]
+    lm.check_length(length)
+    return source_windows(lm, config.source, [length], n, seed, cache, text_field=config.text_field).ids
 
 
 def layer_info(lm, layers) -> dict[int, dict]:

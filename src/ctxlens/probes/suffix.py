@@ -1,13 +1,13 @@
-"""Shared machinery of the seed 000 experiments: prefix/suffix windows, suffix-only captures,
-ACCS over perturbation conditions, suffix losses.
+"""Suffix states and ACCS: the shared steps of the geometry paper's experiments.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"),
+The geometry paper ("How much do contextualized representations encode long-range context?"),
 Sections 2-3: a sequence is a long prefix x_1..x_T followed by a short suffix y_1..y_N; only the
 representations of suffix tokens are measured (at m positions per sequence), on the residual
 stream after the context-mixing sublayer (or the block output), under the original and the
 perturbed prefix. The suffix tokens are the same in every condition of a run: windows are cut
-once at the longest length the run asks for (``cut_length`` in the rows) and cropped on the
-left for shorter ones, so every length and every perturbation scores the same suffix tokens.
+once at the longest length the run asks for (``suffix_windows``, ``cut_length`` in the rows;
+``ctxlens.probes.windows``) and cropped on the left for shorter ones, so every length and every
+perturbation scores the same suffix tokens. Suffix losses are in ``ctxlens.probes.perplexity``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.sources import open_source, token_windows
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.lm import losses as _losses
+from ctxlens.probes.windows import Windows, source_windows
 from ctxlens.metrics.geometry import AccsAccumulator
 
 Stream = typing.Literal["residual", "block"]
@@ -77,18 +76,11 @@ class GeometryOptions(SuffixOptions):
 # --------------------------------------------------------------------------------------
 
 
-def source_windows(lm, options: SuffixOptions, length: int, cache: dict) -> torch.Tensor:
-    """[n_sequences, length]: the last ``length`` tokens of fixed windows of the source's
-    longest needed length (``cache["max_length"]``), so suffixes agree across lengths."""
-    longest = max(length, cache.get("max_length", length))
-    key = ("windows", options.source, options.text_field, options.seed, options.n_sequences, longest)
-    if key not in cache:
-        source = open_source(options.source, text_field=options.text_field)
-        if source.is_text:
-            lm.require_tokenizer(f"text source '{options.source}'")
-        cache[key] = token_windows(source, lm.tokenizer, longest, options.n_sequences, seed=options.seed,
-                                   vocab_size=lm.vocab_size)  # [n, longest]
-    return cache[key][:, longest - length:]
+def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: dict) -> Windows:
+    """The run's ``n_sequences`` windows of ``options.source``, cut once at max(lengths) so that
+    suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length]."""
+    return source_windows(lm, options.source, lengths, options.n_sequences, options.seed, cache,
+                          text_field=options.text_field)
 
 
 def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
@@ -98,22 +90,6 @@ def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
         return list(range(first, length))
     step = suffix_len / m
     return [first + int(math.floor(i * step + step / 2)) for i in range(m)]
-
-
-def resolve_layers(lm, layers: Sequence[int] | None) -> list[int]:
-    """Absolute, sorted, unique layer indices; None = every layer; negatives count from the end."""
-    if layers is None:
-        return list(range(lm.n_layers))
-    out = []
-    for layer in layers:
-        absolute = layer + lm.n_layers if layer < 0 else layer
-        if not 0 <= absolute < lm.n_layers:
-            raise CtxlensError(
-                f"Layer {layer} does not exist in '{lm.name}' ({lm.n_layers} layers); pick layers in "
-                f"[{-lm.n_layers}, {lm.n_layers - 1}]."
-            )
-        out.append(absolute)
-    return sorted(set(out))
 
 
 def token_range(lm) -> tuple[int, int]:
@@ -206,48 +182,6 @@ def metric_columns(result: dict, names: Sequence[str], covariance: bool) -> dict
     if flag is None and covariance and result.get("condition_number") == math.inf:
         flag = "singular covariance (fewer vectors than dimensions)"
     return {**row, "flag": flag}
-
-
-# --------------------------------------------------------------------------------------
-# Suffix losses
-# --------------------------------------------------------------------------------------
-
-
-@torch.inference_mode()
-def suffix_hidden(lm, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
-    """Final hidden states (after the final norm) [B, end - start, d] of ids [B, L]."""
-    lm.check_length(ids.shape[1])
-    hidden = lm.base_forward(ids.to(lm.device)).last_hidden_state  # [B, L, d]
-    return hidden[:, start:end]
-
-
-def head_post(lm):
-    """The family's logit post-processing as a function of logits, or None."""
-    post = lm.family.logits_post
-    return (lambda z: post(lm.config, z)) if post else None
-
-
-@torch.inference_mode()
-def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
-    """[B, suffix_len] float32 nats of the last ``suffix_len`` tokens of ids [B, L], each given
-    everything before it (sliding-window style scoring of the suffix)."""
-    length = ids.shape[1]
-    hidden = suffix_hidden(lm, ids, length - suffix_len - 1, length - 1)  # [B, N, d]
-    targets = ids[:, length - suffix_len:].to(hidden.device)  # [B, N]
-    return _losses.nll_from_hidden(hidden, targets, lm.model.get_output_embeddings(), post=head_post(lm))
-
-
-def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
-    """{"n_tokens", "nll", "ppl", "flag"} of the last ``suffix_len`` tokens of windows [n, L]."""
-    total, count = 0.0, 0
-    for b0 in range(0, windows.shape[0], batch_size):
-        nll = suffix_nll(lm, windows[b0:b0 + batch_size], suffix_len)  # [B, N]
-        total += float(nll.double().sum())
-        count += nll.numel()
-    mean = total / count
-    if not math.isfinite(mean):
-        return {"n_tokens": count, "nll": None, "ppl": None, "flag": "non-finite loss"}
-    return {"n_tokens": count, "nll": mean, "ppl": math.exp(min(mean, 700.0)), "flag": None}
 
 
 # --------------------------------------------------------------------------------------

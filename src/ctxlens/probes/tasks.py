@@ -51,6 +51,16 @@ def task_options(config: TaskOptions, extra: dict | None = None) -> dict:
     return {**out, **(extra or {})}
 
 
+def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
+    """Generator options of one single-needle batch: the depth (percent) and, where given (not
+    ''), the haystack, key and value types (``ctxlens.tasks.niah``)."""
+    out: dict = {"depths": [depth]}
+    for name, v in (("type_haystack", haystack), ("type_needle_k", key), ("type_needle_v", value)):
+        if v:
+            out[name] = v
+    return out
+
+
 def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra: dict | None = None) -> list[Sample]:
     """The (cached) dataset of ``task`` at ``length`` for ``lm``'s tokenizer."""
     from ctxlens.tasks.dataset import generate

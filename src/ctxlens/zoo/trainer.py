@@ -13,7 +13,6 @@ predict after reading position t, ``-100`` where nothing is scored.
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections.abc import Callable

@@ -1,0 +1,45 @@
+"""Positional Heads: heads ranked by the correlation of relative distance and dominant dimension.
+
+The RoPE distance paper ("On the token distance modeling ability of higher RoPE attention
+dimension"), Section 4.2.1: the dominant dimension of each top-k (query, key) pair, averaged per
+distance over the inputs of one (transform, length) unit (``distance_sums``); Section 4.3.1:
+Spearman's rho between distance and that mean ranks every attention head, and the top 5% / 10%
+are the Positional Heads (``ranked_heads``). ``dominant-dimension`` writes the sums,
+``positional-heads`` the ranking, ``head-masking`` masks the top of it.
+"""
+
+from __future__ import annotations
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.probes import rope as common
+from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, rank_heads
+from ctxlens.probes.extrapolation import applied, train_length
+
+
+def validate_fractions(fractions: list[float]) -> None:
+    """Head fractions must lie in (0, 1]."""
+    if not fractions or any(not 0 < f <= 1 for f in fractions):
+        raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
+
+
+def distance_sums(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
+    """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs of
+    ``config.source`` (config: source, text_field, seed, n_samples, top_k, n_queries, layers,
+    train_length)."""
+    layers = lm.layer_indices(config.layers, attention=True)
+    with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
+        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
+        for sample in range(len(ids)):
+            accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
+    return sums
+
+
+def ranked_heads(lm, config, unit: dict, cache: dict) -> list[dict]:
+    """Correlation rows of every head, strongest first by ``config.rank_by``, with ``rank``
+    (cached per unit and detection options)."""
+    key = ("ranked", unit["transform"], unit["length"], config.n_samples, config.top_k, config.n_queries,
+           config.rank_by, tuple(config.layers or ()))
+    if key not in cache:
+        cache[key] = rank_heads(correlation_rows(distance_sums(lm, config, unit, cache)), config.rank_by)
+    return cache[key]

@@ -1,0 +1,48 @@
+"""Loss and features with exactly l tokens visible: the last position of fresh windows.
+
+The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs"), Section
+2.2.2, measures a trained LM's cross-entropy and its last-token features with exactly l tokens
+of context. Both ``loss-vs-length`` and ``intrinsic-entropy`` cut samples from a source, read
+windows of l tokens as fresh inputs (nothing earlier reaches them through attention, recurrent
+state or positions), keep only the last position's states and score the next token through the
+LM head in chunks: no full-vocabulary logits for every position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.probes.windows import source_windows
+
+
+def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
+    """The ``config.n_samples`` token windows of ``length`` ids of ``config.source``: [n_samples, length] (cached)."""
+    return source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,
+                          text_field=config.text_field).ids
+
+
+def with_bos(lm, windows: torch.Tensor) -> torch.Tensor:
+    """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first."""
+    lm.require_tokenizer("the bos option")
+    bos = getattr(lm.tokenizer, "bos_token_id", None)
+    if bos is None:
+        raise CtxlensError(f"The tokenizer of '{lm.name}' has no BOS token; run with --bos false.")
+    return torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)
+
+
+def iter_last_states(lm, windows: torch.Tensor, batch_tokens: int, layer: int | None = None
+                     ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
+    """Forward windows [B, l] in batches of about ``batch_tokens`` tokens; yield per batch the
+    last position's final hidden state (after the final norm, what the LM head reads) [b, d]
+    and, when ``layer`` is given, that block's output at the last position [b, d]."""
+    rows = max(1, batch_tokens // windows.shape[1])
+    for s in range(0, windows.shape[0], rows):
+        yield lm.last_states(windows[s : s + rows], block=layer)
+
+
+def next_token_nll(lm, final: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """final hidden states [B, d], targets [B] -> nats [B] (float32), through the LM head in chunks."""
+    return lm.nll_from_hidden(final[None], targets[None])[0]
