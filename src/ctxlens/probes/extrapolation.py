@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import rope as _rope
@@ -85,13 +83,13 @@ def parse_transform(spec: str) -> Transform:
 
 
 def train_length(lm, override: int | None = None) -> int:
-    """The length the model was trained at: ``override``, else the zoo record (``zoo.json``),
-    else ``original_max_position_embeddings`` of its RoPE, else ``max_position_embeddings``."""
+    """The length the model was trained at: ``override``, else what its source records
+    (``LM.train_length``: the zoo's recipe for ``zoo:NAME``), else ``original_max_position_embeddings``
+    of its RoPE, else ``max_position_embeddings``."""
     if override:
         return int(override)
-    record = Path(str(getattr(lm.config, "_name_or_path", "") or "")) / "zoo.json"
-    if record.is_file():
-        return int(json.loads(record.read_text())["recipe"]["seq_len"])
+    if getattr(lm, "train_length", None):
+        return int(lm.train_length)
     config = _rope.text_config(lm.model)
     params = getattr(config, "rope_parameters", None) or {}
     keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first

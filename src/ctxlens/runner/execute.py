@@ -95,6 +95,7 @@ class _Writer:
 def _ready(exp, spec: str, load_options: dict, model_options: dict) -> tuple[object, dict]:
     """(model, columns for its rows): ``spec`` loaded, checked against the experiment's needs and
     prepared, with what ``_prepare`` changed; the spec itself for experiments that build their own."""
+    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.loading import load
 
     if not exp.loads_model:
