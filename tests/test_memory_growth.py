@@ -78,6 +78,7 @@ EXCLUDED = {
     "visible-fraction": "generation task", "position-weighted-qa": "generation task",
     "parity-dimension": "trains an MLP on sparse parity; no language model",
     "optimal-context": "trains MLPs on sparse parity; no language model",
+    "parity-table": "trains a small transformer on sparse parity; no language model",
 }
 
 

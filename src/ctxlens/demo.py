@@ -5,7 +5,8 @@ the ctxlens-sized version of the matched models of seed 000 ("How much do contex
 representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
 that covers every experiment of the four papers on the zoo models that are trained on this
 machine (each experiment on the models it applies to: the RoPE analyses of seed 003 on
-``zoo:rope`` only; ``parity-dimension`` and ``optimal-context`` train their own small models),
+``zoo:rope`` only; ``parity-dimension``, ``optimal-context`` and ``parity-table`` train their own
+small models),
 then computes the headline findings (``ctxlens.findings``), writes ``findings.json`` and the
 report, and prints the report's path. A zoo model that is not trained is skipped with a note,
 and the findings that need it are marked "not measured".
@@ -108,6 +109,9 @@ SUITE: list[Step] = [
     Step("parity-dimension", "own", {}, {"steps": 1500}),
     Step("optimal-context", "own", {"grid": "reduced", "threads": 1},
          {"sizes": [200, 800], "lengths": [3, 6, 20], "max_epochs": 2, "val_size": 200, "threads": 1}),
+    Step("parity-table", "own", {"steps": 500, "eval_every": 250, "test_size": 10000, "threads": 1},
+         {"steps": 40, "batch": 32, "eval_every": 20, "val_size": 256, "test_size": 256, "ctls": [17, 50],
+          "threads": 1}),
     Step("visible-fraction", "zoo", {**_TASK, "tasks": ["qa_1", "fwe"], "max_length": 2 * T,
                                      "fractions": [0.25, 0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
          {**_TASK, "tasks": ["fwe"], "max_length": T, "fractions": [0.5, 1.0], "n_samples": 2,

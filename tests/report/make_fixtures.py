@@ -58,7 +58,10 @@ SMALL = {
 # experiments that train their own small models: run() gets the model spec, not an LM
 TRAINING = {"optimal-context": ("parity-mlp", {"sizes": [200, 800], "lengths": [5, 7, 9], "n_bits": 10,
                                                "tasks_per_bit": 1, "first_max_bit": 3, "max_epochs": 15,
-                                               "patience": 3, "val_size": 400, "hidden": 32})}
+                                               "patience": 3, "val_size": 400, "hidden": 32}),
+            "parity-table": ("parity-transformer", {"seeds": [0, 1], "ctls": [17, 30, 50], "steps": 40, "batch": 32,
+                                                    "eval_every": 20, "val_size": 256, "test_size": 256, "lr": 3e-3,
+                                                    "warmup": 5, "threads": 1})}
 
 
 def other_llama(path: Path) -> None:
