@@ -21,7 +21,8 @@ def _script():
 def test_script_writes_the_findings_of_ctxlens_findings(tmp_path):
     runs = [str(DATA / e) for e in ("accs-layers", "accs-boundary", "positional-heads", "head-masking")]
     out = tmp_path / "f.json"
-    table = _script().main([*runs, "--model", "rope=zoo:random-llama", "--model", "mamba2=other-llama", "--out", str(out)])
+    table = _script().main([*runs, "--model", "rope=zoo:random-llama", "--model", "mamba2=other-llama",
+                            "--out", str(out)])
     models = {"rope": "zoo:random-llama", "mamba2": "other-llama"}
     expected = compute_findings(runs, models={**{n: f"zoo:{n}" for n in ("alibi", "mlstm", "griffin", "hybrid")},
                                               **models})

@@ -1,10 +1,7 @@
 """The paper's controls: seeded perturbations, fixed suffix tokens, compression rate, finding criteria."""
 
-import importlib.util
-import json
 import lzma
 import random
-from pathlib import Path
 
 import pytest
 import torch

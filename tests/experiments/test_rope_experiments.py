@@ -4,11 +4,8 @@ identities; extrapolation transforms against models built from edited configs; t
 end to end on every RoPE family; the findings script's logic on a random model."""
 
 import copy
-import importlib.util
-import json
 import math
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import torch

@@ -2,7 +2,8 @@
 Scaling in LLMs, Section 4.3, Appendix C.4, Table 1), and the ``parity-table`` experiment that makes it.
 
 ``src/ctxlens/zoo/results/parity_table1.json`` was written by ``train_parity`` with the defaults that
-``ctxlens run parity-table`` uses (about 45 minutes on one CPU thread, so it is recorded, not rerun here). These tests recompute
+``ctxlens run parity-table`` uses (about 45 minutes on one CPU thread, so it is recorded, not rerun
+here). These tests recompute
 everything they compare from the current code and the paper, never from the file: the Bayes risk of
 every row from ``SparseParity.paper()`` (itself checked against Table 1's printed column), the
 dataset and training settings from the current defaults.
@@ -110,7 +111,8 @@ def test_one_layer_table_form_equals_transformers_forward_and_its_gradients(ctl)
     spec = pt.ParitySpec(hidden=48, heads=3, ffn=40, init_std=0.5, seed=2)  # large init: peaked attention
     fast, full = pt.build_model(ds, spec), pt.build_model(ds, spec)
     batch = ds.sample(64, ctl=ctl, seed=7)  # [64, 61]
-    loss_fast = torch.nn.functional.cross_entropy(pt.one_layer_label_logits(fast, batch["input_ids"]), batch["targets"][:, -1])
+    labels = batch["targets"][:, -1]  # [64]
+    loss_fast = torch.nn.functional.cross_entropy(pt.one_layer_label_logits(fast, batch["input_ids"]), labels)
     logits = full(input_ids=batch["input_ids"]).logits[:, -1]  # [64, V]
     loss_full = torch.nn.functional.cross_entropy(logits, batch["targets"][:, -1])
     loss_fast.backward()
@@ -126,7 +128,8 @@ def test_label_logits_takes_the_general_path_when_the_context_is_not_bits():
     ids = ds.sample(8, seed=3)["input_ids"]  # [8, 61]
     ids[:, 5] = pt.N_CONTEXT_TOKENS + 4  # a task token inside the context: no table entry for it
     with torch.no_grad():
-        torch.testing.assert_close(pt.label_logits(model, ids), model(input_ids=ids).logits[:, -1], atol=1e-5, rtol=1e-5)
+        full = model(input_ids=ids).logits[:, -1]  # [8, V]
+        torch.testing.assert_close(pt.label_logits(model, ids), full, atol=1e-5, rtol=1e-5)
 
 
 def test_a_brief_run_of_the_experiment_reduces_the_loss(tmp_path):

@@ -26,8 +26,8 @@ def test_unknown_prefix_is_one_sentence_with_a_suggestion():
 
 
 def test_lm_alone_registers_no_resolver():
-    code = ("import ctxlens.lm.loading as l, sys; assert 'ctxlens.zoo' not in sys.modules and 'zoo' not in l.RESOLVERS; "
-            "import ctxlens.zoo; assert 'zoo' in l.RESOLVERS")
+    code = ("import ctxlens.lm.loading as lo, sys; assert 'ctxlens.zoo' not in sys.modules; "
+            "assert 'zoo' not in lo.RESOLVERS; import ctxlens.zoo; assert 'zoo' in lo.RESOLVERS")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -2,7 +2,6 @@
 loss is what the model really scores, and that is clearly below a unigram baseline computed here
 from scratch. (``zoo:NAME`` resolution, user training first, is tested in test_build.py.)"""
 
-import dataclasses
 import functools
 import json
 import math

@@ -86,7 +86,7 @@ class SparseParity:
     task_probs: torch.Tensor = field(init=False, repr=False, compare=False)
 
     @classmethod
-    def paper(cls, seed: int = 0) -> "SparseParity":
+    def paper(cls, seed: int = 0) -> SparseParity:
         """Seed 001, Section 4.3 / Appendix C.4: 60 bits, 100 tasks, the law fitted to Table 1."""
         return cls(seed=seed)
 

@@ -4,8 +4,8 @@
 and returns the findings table that opens the report (``ctxlens.report.findings``): one row per
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
 reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and
-``untrained control`` for the ACCS findings). One small function per finding below; each docstring names the paper section
-and the criterion, and every criterion was fixed before any zoo model was measured:
+``untrained control`` for the ACCS findings). One small function per finding below; each
+docstring names the paper section and the criterion, and every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional
   Heads criteria those of ``ctxlens.findings.positional`` (reused as they are);

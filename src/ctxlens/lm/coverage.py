@@ -36,8 +36,8 @@ from transformers import AutoModelForCausalLM
 
 from ctxlens.core.errors import unknown
 from ctxlens.lm import tiny_any
-from ctxlens.lm.loading import from_model
 from ctxlens.lm.attention import scaling_of
+from ctxlens.lm.loading import from_model
 from ctxlens.lm.rope import rotary_modules
 
 ANALYSES = ("token_loss", "residual", "qk", "head_mask", "rope")

@@ -66,7 +66,8 @@ def resolved(spec: str) -> Resolved:
         return Resolved(str(gguf.converted(path, spec)))
     if path.exists():
         if not (path / "config.json").is_file():
-            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved with save_pretrained.")
+            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved "
+                               "with save_pretrained.")
         return Resolved(str(path))
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or spec.endswith(".gguf"):
         raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
@@ -78,8 +79,8 @@ def _unknown_prefix(prefix: str, spec: str) -> CtxlensError:
     known = [f"{p}:" for p in RESOLVERS]
     close = suggest(f"{prefix}:", known).strip().replace("Did you mean", "did you mean")
     registered = ", ".join(known) or "none; import ctxlens.zoo first, as ctxlens.load does"
-    return CtxlensError(f"Unknown model prefix '{prefix}:' in '{spec}'; {close or 'use a registered prefix, a hub id or a path'} "
-                        f"(registered prefixes: {registered}).")
+    fix = close or "use a registered prefix, a hub id or a path"
+    return CtxlensError(f"Unknown model prefix '{prefix}:' in '{spec}'; {fix} (registered prefixes: {registered}).")
 
 
 def resolve(spec: str) -> str:
@@ -108,8 +109,9 @@ def load(
 ) -> LM:
     """Load a causal LM with its tokenizer (if any) and its family adapter.
 
-    spec: hub id, local directory, GGUF file, or ``PREFIX:NAME`` of a registered resolver (``zoo:NAME``, ``ref:NAME``). A ``model_type`` with no
-    hand-written family gets an adapter inferred and checked on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
+    spec: hub id, local directory, GGUF file, or ``PREFIX:NAME`` of a registered resolver (``zoo:NAME``,
+    ``ref:NAME``). A ``model_type`` with no hand-written family gets an adapter inferred and checked
+    on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
     device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
     device_map: "auto" (or another accelerate strategy), a device, or {module: device} with devices
     such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).
@@ -182,7 +184,8 @@ def _tokenizer(source: str, common: dict):
 def from_model(model, tokenizer=None, name: str | None = None) -> LM:
     """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
     placement.check_input_device(model, name or model.config.model_type)
-    return LM(model, tokenizer, _adapter(model, known_family(model.config.model_type)), name=name or model.config.model_type)
+    family = _adapter(model, known_family(model.config.model_type))
+    return LM(model, tokenizer, family, name=name or model.config.model_type)
 
 
 def _adapter(model, family: Family | None) -> Family:

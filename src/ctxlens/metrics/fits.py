@@ -54,12 +54,12 @@ class Fit:
 POWER_PARAMS = ("C0", "C", "gamma")
 
 
-def power_law(l, c0: float, c: float, gamma: float) -> np.ndarray:
+def power_law(l, c0: float, c: float, gamma: float) -> np.ndarray:  # noqa: E741 - l: the paper's context length
     """C0 + C / l^gamma for l [n] (> 0)."""
     return c0 + c * np.asarray(l, dtype=np.float64) ** -gamma
 
 
-def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> Fit:
+def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> Fit:  # noqa: E741 - as above
     """Fit ce [n] = C0 + C / l^gamma over l [n] > 0, with gamma searched in ``gamma_range``.
 
     For each gamma the best (C0, C) is linear least squares, so the fit is a 1-D search over
@@ -211,7 +211,8 @@ def _xy(a, b, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
     if x.size != y.size:
-        raise CtxlensError(f"Fit inputs differ in length ({x.size} {name_a}, {y.size} {name_b}); pass one value per point.")
+        raise CtxlensError(f"Fit inputs differ in length ({x.size} {name_a}, {y.size} {name_b}); "
+                           "pass one value per point.")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise CtxlensError("Fit inputs contain NaN or inf; drop those points before fitting.")
     return x, y

@@ -196,7 +196,8 @@ def kde_entropy(
         raise CtxlensError(f"A KDE entropy needs at least 3 samples (got {n}); add more samples.")
     eig, scores = _principal_scores(x)  # [r] descending, [n, r]
     if not eig.numel() or not float(eig[0]) > 0:
-        raise CtxlensError("The features do not vary across samples, so their KDE entropy is -inf; use samples that differ.")
+        raise CtxlensError("The features do not vary across samples, so their KDE entropy is -inf; "
+                           "use samples that differ.")
     rank = int((eig > eig[0] * max(n, d) * torch.finfo(torch.float64).eps).sum())
     if n_components is None:
         k = min(rank, int((eig / eig[0] >= min_relative).sum()))
@@ -249,7 +250,8 @@ def _bandwidth(bandwidth: float | str, n: int, k: int) -> float:
 def _matrix(x, what: str) -> torch.Tensor:
     x = torch.as_tensor(x)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise CtxlensError(f"{what.capitalize()} must be a non-empty [samples, dim] matrix (got shape {list(x.shape)}).")
+        raise CtxlensError(f"{what.capitalize()} must be a non-empty [samples, dim] matrix "
+                           f"(got shape {list(x.shape)}).")
     if not x.is_floating_point():
         x = x.double()
     if not bool(torch.isfinite(x).all()):

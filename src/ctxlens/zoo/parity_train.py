@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -77,7 +77,8 @@ class ParitySpec:
     batch: int = 512
     lr: float = 1e-3
     warmup: int = 500
-    weight_decay: float = 0.3  # tasks learned in probes: 0 -> 32 (9M samples), 0.1 -> 72 (20M), 0.3 -> 98 (15M); 1.0 stays at ln 2
+    # tasks learned in probes: 0 -> 32 (9M samples), 0.1 -> 72 (20M), 0.3 -> 98 (15M); 1.0 stays at ln 2
+    weight_decay: float = 0.3
     decay_start: int = 4000  # weight decay from step 0 kept seeds 1 and 3 at ln 2 for 30k+ steps
     eval_every: int = 2000
     train_ctl: int | None = None  # None: the paper's training mixture; an int: train at that ctl only
@@ -88,7 +89,7 @@ class ParitySpec:
     threads: int | None = None  # torch CPU threads; None leaves torch's default
 
     @classmethod
-    def paper(cls, **overrides) -> "ParitySpec":
+    def paper(cls, **overrides) -> ParitySpec:
         """Section 4.3's model size (3 layers, 208 wide, FFN 832, RoPE 4000); 4 heads of 52 is
         this package's choice (the paper gives no head count)."""
         return cls(**{"hidden": 208, "layers": 3, "heads": 4, "ffn": 832, **overrides})
@@ -134,7 +135,7 @@ def last_position_label_logits(model: torch.nn.Module, input_ids: torch.Tensor) 
         last = i == len(m.layers) - 1
         att = layer.self_attn
         h = layer.input_layernorm(x)  # [n, S, d]
-        split = lambda t: t.view(n, t.shape[1], -1, att.head_dim).transpose(1, 2)  # noqa: E731  [n, H, S', hd]
+        split = lambda t: t.view(n, t.shape[1], -1, att.head_dim).transpose(1, 2)  # noqa: E731, B023  [n, H, S', hd]
         q = split(att.q_proj(h[:, -1:] if last else h))  # [n, H, Sq, hd]
         k, v = split(att.k_proj(h)), split(att.v_proj(h))  # [n, H, S, hd]
         sq = q.shape[2]

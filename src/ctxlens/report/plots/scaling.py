@@ -173,7 +173,7 @@ def parity_dimension(df, ctx):
     finish(axes[0], "visible subtasks t(l)", "PCA dimension of the feature", "dimension vs visible subtasks")
     draw_lines(axes[1], points, "intrinsic_dimension", "ce", ctx, ["threshold"], linestyle="none", label=False)
     if "bayes_risk" in wide:
-        for (s,), g in groups(wide.sort_values("visible_tasks"), ["series"]):
+        for _, g in groups(wide.sort_values("visible_tasks"), ["series"]):
             axes[1].plot(g["visible_tasks"], g["bayes_risk"], color="0.2", linestyle="--", linewidth=0.8,
                          label="Bayes risk vs t(l)")
             break
