@@ -177,7 +177,7 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
     mlps = mlp_children(block)
     if not mlps:
         return None
-    seen = {}
+    seen: dict = {}
 
     def keep(module, args, out):
         seen.setdefault("h", out[0] if isinstance(out, (tuple, list)) else out)
@@ -199,7 +199,7 @@ def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) ->
     mixers = [c for _, c in block.named_children() if "Norm" not in type(c).__name__]
     if len(mixers) != 1:
         return None
-    seen = {}
+    seen: dict = {}
 
     def keep_in(module, args, kwargs):
         seen.setdefault("x", args[0] if args else kwargs.get("hidden_states"))

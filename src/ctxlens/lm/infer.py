@@ -206,7 +206,8 @@ def _post_candidates(config) -> list[tuple[str, Callable | None]]:
     """(description, logits_post) pairs to try: none, then each logit field of the config."""
     from ctxlens.lm.families import _scale, _softcap
 
-    text, out = text_config(config), [("none", None)]
+    text = text_config(config)
+    out: list[tuple[str, Callable | None]] = [("none", None)]
     for attr in sorted(a for a in dir(text) if "logit" in a and not a.startswith("_")):
         try:  # properties too (minicpm3's logits_scaling); some configs refuse per-layer reads
             value = getattr(text, attr)
@@ -235,12 +236,12 @@ def _pre_head_candidates(model) -> list[str | None]:
     return [None, *(n for n, m in model.named_children() if m is not head and m is not body)]
 
 
-def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None], str | None]:
+def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None] | None, str | None]:
     """((logits_post, pre_head), None) reproducing the model's logits from its final hidden states, or (None, why)."""
     head = model.get_output_embeddings()
     if head is None:
         return None, "the model has no output embedding (LM head) to compute losses from."
-    scored = []
+    scored: list[tuple[float, int, tuple[Callable | None, str | None]]] = []
     with torch.inference_mode():
         want = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
         hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state  # [1, seq, d_model]
@@ -545,7 +546,7 @@ def infer_family(model) -> Family:
     except Exception as err:  # noqa: BLE001 - the model's own forward failed on the probe
         raise CtxlensError(f"'{config.model_type}' fails its own forward on a {PROBE_LEN}-token probe "
                            f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}); check its config.") from None
-    if why:
+    if why or found is None:
         raise CtxlensError(f"ctxlens cannot compute token losses for '{config.model_type}': {why}")
     post, pre_head = found
     resid, why = _attempt(check_residual, model, blocks, attn, ids)

@@ -191,7 +191,7 @@ def _layout_depth(defaults: dict) -> int:
         if isinstance(seq, str):  # nemotron_h's "M-M*-" pattern
             seq = list(seq)
         if isinstance(seq, (list, tuple)) and seq:
-            first = {}
+            first: dict[str, int] = {}
             for i, kind in enumerate(seq):
                 first.setdefault(str(kind), i)
             depth = max(depth, max(first.values()) + 1)
@@ -208,7 +208,7 @@ def _layout_depth(defaults: dict) -> int:
 
 
 def _shrunk_layouts(defaults: dict, depth: int) -> dict:
-    out = {}
+    out: dict[str, str | list] = {}
     for key in _LAYOUT_LISTS:
         seq = defaults.get(key)
         if isinstance(seq, str):
