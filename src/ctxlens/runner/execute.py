@@ -42,7 +42,8 @@ COMPARE_KEYS = ("experiment", "options", "model_options")  # a resume must match
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
     """The dict written to ``config.yaml`` (and read back by ``--config``)."""
-    return {"experiment": experiment, "models": list(models), "options": dict(options), "model_options": dict(model_options)}
+    return {"experiment": experiment, "models": list(models), "options": dict(options),
+            "model_options": dict(model_options)}
 
 
 def _prepare(lm, model_options: dict) -> dict:
