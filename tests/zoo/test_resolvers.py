@@ -1,5 +1,6 @@
 """The zoo plugs into ``ctxlens.lm`` through registered resolvers (DESIGN "Layers")."""
 
+import json
 import subprocess
 import sys
 
@@ -9,12 +10,16 @@ import ctxlens
 from ctxlens.core.errors import CtxlensError
 from ctxlens.findings import TRAIN_LENGTH
 from ctxlens.lm.loading import RESOLVERS, resolve
+from ctxlens.zoo import registry
 from ctxlens.zoo.specs import RECIPE
 
 
 def test_zoo_model_loads_with_its_training_length():
-    lm = ctxlens.load("zoo:rope")
-    assert lm.name == "zoo:rope" and lm.train_length == RECIPE.seq_len
+    lm = ctxlens.load("zoo:rope")  # the shipped model, or one a test in this session trained
+    assert lm.name == "zoo:rope" and lm.train_length == registry.record("rope")["recipe"]["seq_len"]
+    shipped = json.loads((registry.SHIPPED / "rope" / "zoo.json").read_text())
+    assert shipped["recipe"]["seq_len"] == RECIPE.seq_len
+    assert ctxlens.load("zoo:random-llama").train_length is None  # built, not trained: the config decides
     assert {"zoo", "ref"} <= set(RESOLVERS)
 
 
