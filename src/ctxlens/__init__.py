@@ -1,7 +1,8 @@
 """ctxlens: how much, and how well, does a language model use long context?
 
 ``load``, ``LM`` and ``families`` are imported lazily, so readers of result files (the report,
-``ctxlens.runner.read_rows``) never import torch.
+``ctxlens.runner.read_rows``) never import torch. ``load`` imports ``ctxlens.zoo`` first, which
+registers the ``zoo:`` and ``ref:`` model resolvers with ``ctxlens.lm``.
 """
 
 from ctxlens.core.errors import CtxlensError
@@ -13,6 +14,9 @@ __all__ = ["CtxlensError", "LM", "families", "load", "__version__"]
 def __getattr__(name: str):
     if name in ("LM", "families", "load"):
         import ctxlens.lm as lm
+
+        if name == "load":
+            import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: resolvers
 
         return getattr(lm, name)
     raise AttributeError(f"module 'ctxlens' has no attribute {name!r}")

@@ -101,6 +101,8 @@ def _cmd_tasks(args) -> int:
     except ValueError:
         raise CtxlensError(f"--lengths must be comma-separated integers, got '{args.lengths}'.") from None
     options = {k: v for k in ("haystack_source", "squad", "hotpotqa") if (v := getattr(args, k)) is not None}
+    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers (--tokenizer zoo:NAME)
+
     files = export_tasks(args.names or list(RULER_TASKS), args.tokenizer, lengths, args.n, args.seed, args.out,
                          template=args.template, budget=args.max_new_tokens, options=options)
     for f in files:
@@ -241,9 +243,7 @@ def _cmd_experiments(args) -> int:
 
 
 def _cmd_zoo(args) -> int:
-    import json
-
-    from ctxlens.zoo.registry import BUILDERS, home, trained_path
+    from ctxlens.zoo.registry import BUILDERS, home, record, trained_path
     from ctxlens.zoo.specs import RECIPE, ZOO, get_spec
 
     if args.action == "train":
@@ -260,7 +260,7 @@ def _cmd_zoo(args) -> int:
     rows = []
     for name, spec in ZOO.items():
         path = trained_path(name)
-        rec = json.loads((path / "zoo.json").read_text()) if path and (path / "zoo.json").is_file() else {}
+        rec = record(name)
         rows.append({"name": name, "family": spec.family, "params": rec.get("params", "-"),
                      "val_loss": f"{rec['val_loss']:.3f}" if rec else "not trained",
                      "unigram": f"{rec['unigram_baseline']:.3f}" if rec else "-",

@@ -5,7 +5,8 @@ the ctxlens-sized version of the matched models of the geometry paper ("How much
 representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
 that covers every experiment of the four papers on the zoo models that are trained on this
 machine (each experiment on the models it applies to: the RoPE analyses of the rope-distance paper on
-``zoo:rope`` only; ``parity-dimension`` and ``optimal-context`` train their own small models;
+``zoo:rope`` only; ``parity-dimension``, ``optimal-context`` and ``parity-table`` train their own small
+models;
 each experiment declares its steps, ``Experiment.demo``, and ``suite()`` reads them), then
 computes the headline findings (``ctxlens.findings``), writes ``findings.json`` and the report,
 and prints the report's path. A zoo model that is not trained is skipped with a note,

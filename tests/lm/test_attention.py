@@ -58,8 +58,9 @@ def _pre_rope_qk(lm, layer: int, ids):
             out["q"], out["k"] = qkv[..., :hd], qkv[..., hd:2 * hd]
         handles = [attn.query_key_value.register_forward_hook(grab)]
     else:
-        handles = [attn.q_proj.register_forward_hook(lambda m, a, o: out.__setitem__("q", o.view(*o.shape[:2], -1, hd))),
-                   attn.k_proj.register_forward_hook(lambda m, a, o: out.__setitem__("k", o.view(*o.shape[:2], -1, hd)))]
+        heads = lambda o: o.view(*o.shape[:2], -1, hd)  # noqa: E731  [b, s, H * hd] -> [b, s, H, hd]
+        handles = [attn.q_proj.register_forward_hook(lambda m, a, o: out.__setitem__("q", heads(o))),
+                   attn.k_proj.register_forward_hook(lambda m, a, o: out.__setitem__("k", heads(o)))]
     with torch.no_grad():
         lm.model(ids, use_cache=False)
     for h in handles:
@@ -85,7 +86,10 @@ def test_pair_contributions_match_the_rotation_closed_form(family, layout, ids):
     # independent truth from pre-RoPE vectors and the model's inverse frequencies
     qp, kp = _pre_rope_qk(lm, 0, ids)  # [batch, seq, heads, head_dim]
     half = rot // 2
-    a, b = (torch.arange(half), torch.arange(half) + half) if layout == "half" else (torch.arange(0, rot, 2), torch.arange(1, rot, 2))
+    if layout == "half":
+        a, b = torch.arange(half), torch.arange(half) + half
+    else:
+        a, b = torch.arange(0, rot, 2), torch.arange(1, rot, 2)
     zq, zk = torch.complex(qp[..., a], qp[..., b]), torch.complex(kp[..., a], kp[..., b])  # [batch, seq, heads, half]
     inv_freq = [m for n, m in lm.model.named_modules() if n.endswith("rotary_emb")][0].inv_freq
     dist = (torch.arange(ids.shape[1])[:, None] - torch.arange(ids.shape[1])[None]).float()  # [q, k]

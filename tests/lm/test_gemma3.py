@@ -14,12 +14,12 @@ from transformers import AutoModelForCausalLM, Gemma3Config, Gemma3TextConfig
 
 from ctxlens import CtxlensError
 from ctxlens.cli import main
-from ctxlens.probes.extrapolation import applied, parse_transform
-from ctxlens.probes.qk import scan
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm import from_model
 from ctxlens.lm.selfextend import rotate
+from ctxlens.probes.extrapolation import applied, parse_transform
+from ctxlens.probes.qk import scan
 from ctxlens.runner.store import read_rows
 from tests.conftest import build_lm
 
@@ -108,8 +108,9 @@ def test_per_layer_frequencies_move_q_as_transformers_rotary_does(layer):
 def test_selfextend_uses_the_layers_own_frequencies(layer):
     """SelfExtend's grouped logits of a sliding and the global layer against brute force on
     transformers' own rotary code of that layer type (no mask: every key visible)."""
-    import ctxlens.lm.selfextend as se_mod
     from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb
+
+    import ctxlens.lm.selfextend as se_mod
 
     lm = from_model(_model(_config()))
     kind = lm.layer_type(layer)

@@ -116,7 +116,7 @@ def _gpu_cpu_map(first: str) -> dict:
 
 def _check_split_like_single(split, single, tokens):
     got, want = split.capture(tokens, **REQUEST), single.capture(tokens, **REQUEST)
-    for layer, x in got.residual.items():
+    for _layer, x in got.residual.items():
         assert x.device.type == "cpu"  # moved off the GPU as soon as taken
     assert_captures_close(got, want, 1e-4)
     torch.testing.assert_close(split.token_losses(tokens).cpu(), single.token_losses(tokens).cpu(),

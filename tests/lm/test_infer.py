@@ -37,7 +37,9 @@ def test_inferred_adapter_captures_what_the_hand_written_one_does(name, ids):
     assert hand.family.rope_layout == auto.family.rope_layout
     torch.testing.assert_close(auto.token_losses(ids), hand.token_losses(ids))
     layers = list(range(hand.n_layers))
-    a, b = auto.capture(ids, residual=layers, positions=[0, 7, -1]), hand.capture(ids, residual=layers, positions=[0, 7, -1])
+    positions = [0, 7, -1]
+    a = auto.capture(ids, residual=layers, positions=positions)
+    b = hand.capture(ids, residual=layers, positions=positions)
     for layer in layers:
         torch.testing.assert_close(a.residual[layer], b.residual[layer])
     if "qk" in hand.family.supports:
@@ -62,7 +64,8 @@ UNKNOWN = [("phi3", {}, "half"), ("granite", {"logits_scaling": 4.0}, "half"), (
 
 
 @pytest.mark.parametrize("model_type,extra,layout", UNKNOWN)
-def test_a_type_with_no_family_loads_from_a_directory_and_matches_transformers(tmp_path, ids, model_type, extra, layout):
+def test_a_type_with_no_family_loads_from_a_directory_and_matches_transformers(tmp_path, ids, model_type, extra,
+                                                                              layout):
     assert model_type not in FAMILIES
     model = _tiny(model_type, **extra)
     model.save_pretrained(tmp_path)

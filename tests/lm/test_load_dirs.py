@@ -29,8 +29,9 @@ GEMMA3_TEXT = dict(
 )
 # The multimodal checkpoint: the same text model behind a one-layer vision tower (unused by ctxlens).
 # Real Gemma 3 leaves the final logit soft-cap unset; here it is small enough to bite (the tiny model's
-# logits are below 1), so token_losses must find it in the nested text config. (transformers' Gemma 3 attention never passes its config's
-# attn_logit_softcapping to the attention function, so setting that would change nothing.)
+# logits are below 1), so token_losses must find it in the nested text config. (transformers' Gemma 3
+# attention never passes its config's attn_logit_softcapping to the attention function, so setting that
+# would change nothing.)
 GEMMA3_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                      image_size=28, patch_size=14)
 GEMMA3_CAPS = dict(final_logit_softcapping=0.5)
@@ -128,7 +129,8 @@ def test_captured_qk_reproduce_eager_attention_of_the_original(saved, ids):
     cap = lm.capture(ids, qk=layers)
     for layer in layers:
         probs = _probs_from_qk(lm, cap.queries[layer], cap.keys[layer], layer)
-        torch.testing.assert_close(probs, eager[layer], rtol=1e-4, atol=1e-5, msg=lambda m: f"layer {layer}: {m}")
+        torch.testing.assert_close(probs, eager[layer], rtol=1e-4, atol=1e-5,
+                                   msg=lambda m, layer=layer: f"layer {layer}: {m}")
 
 
 def test_gemma3_configs_have_sliding_and_global_layers_that_differ():

@@ -41,7 +41,8 @@ def _z_scores(fit_fn, truth: dict, make_y, x, reps=300, seed=0):
 def test_power_law_uncertainties_match_the_sampling_spread():
     x = np.geomspace(8, 16384, 24)
     truth = {"C0": 1.8, "C": 5.0, "gamma": 0.7}
-    z, est, err = _z_scores(fit_power_law, truth, lambda rng: power_law(x, 1.8, 5.0, 0.7) + rng.normal(0, 0.01, x.size), x)
+    noisy = lambda rng: power_law(x, 1.8, 5.0, 0.7) + rng.normal(0, 0.01, x.size)  # noqa: E731
+    z, est, err = _z_scores(fit_power_law, truth, noisy, x)
     # the reported 1-sigma errors describe the spread of the estimates over noise draws ...
     ratio = est.std(0) / np.median(err, 0)
     assert ((ratio > 0.8) & (ratio < 1.25)).all(), ratio

@@ -8,7 +8,6 @@ import math
 import pytest
 import torch
 
-from ctxlens.probes.qk import scan
 from ctxlens.metrics.rope import (
     betainc,
     distance_dimension_correlation,
@@ -21,6 +20,7 @@ from ctxlens.metrics.rope import (
     top_pair_counts,
     top_pairs,
 )
+from ctxlens.probes.qk import scan
 from tests.conftest import build_lm
 
 G = torch.Generator().manual_seed(0)

@@ -80,7 +80,8 @@ def test_full_report_draws_and_writes_every_figure(full_report):
 
 def test_one_colour_per_model_across_all_figures(full_report):
     colors = dict(full_report.palette.items())
-    assert len(set(colors.values())) == len(colors) == 3  # zoo:random-llama, other-llama, parity-mlp
+    # zoo:random-llama, other-llama, parity-mlp, parity-transformer
+    assert len(set(colors.values())) == len(colors) == 4
     checked = 0
     for _, p in full_report.panels:
         if p.fig is None:

@@ -1,8 +1,9 @@
-"""The recorded parity-transformer result vs the exact Bayes risk (the intrinsic-entropy paper, Section 4.3, Appendix C.4,
-Table 1), and the training script it came from.
+"""The recorded parity-transformer result vs the exact Bayes risk (Intrinsic Entropy of Context Length
+Scaling in LLMs, Section 4.3, Appendix C.4, Table 1), and the ``parity-table`` experiment that makes it.
 
-``src/ctxlens/zoo/results/parity_table1.json`` is written by ``python -m ctxlens.zoo.parity_train``
-(about 45 minutes on one CPU thread, so it is recorded, not rerun here). These tests recompute
+``src/ctxlens/zoo/results/parity_table1.json`` was written by ``train_parity`` with the defaults that
+``ctxlens run parity-table`` uses (about 45 minutes on one CPU thread, so it is recorded, not rerun
+here). These tests recompute
 everything they compare from the current code and the paper, never from the file: the Bayes risk of
 every row from ``SparseParity.paper()`` (itself checked against Table 1's printed column), the
 dataset and training settings from the current defaults.
@@ -110,7 +111,8 @@ def test_one_layer_table_form_equals_transformers_forward_and_its_gradients(ctl)
     spec = pt.ParitySpec(hidden=48, heads=3, ffn=40, init_std=0.5, seed=2)  # large init: peaked attention
     fast, full = pt.build_model(ds, spec), pt.build_model(ds, spec)
     batch = ds.sample(64, ctl=ctl, seed=7)  # [64, 61]
-    loss_fast = torch.nn.functional.cross_entropy(pt.one_layer_label_logits(fast, batch["input_ids"]), batch["targets"][:, -1])
+    labels = batch["targets"][:, -1]  # [64]
+    loss_fast = torch.nn.functional.cross_entropy(pt.one_layer_label_logits(fast, batch["input_ids"]), labels)
     logits = full(input_ids=batch["input_ids"]).logits[:, -1]  # [64, V]
     loss_full = torch.nn.functional.cross_entropy(logits, batch["targets"][:, -1])
     loss_fast.backward()
@@ -126,16 +128,21 @@ def test_label_logits_takes_the_general_path_when_the_context_is_not_bits():
     ids = ds.sample(8, seed=3)["input_ids"]  # [8, 61]
     ids[:, 5] = pt.N_CONTEXT_TOKENS + 4  # a task token inside the context: no table entry for it
     with torch.no_grad():
-        torch.testing.assert_close(pt.label_logits(model, ids), model(input_ids=ids).logits[:, -1], atol=1e-5, rtol=1e-5)
+        full = model(input_ids=ids).logits[:, -1]  # [8, V]
+        torch.testing.assert_close(pt.label_logits(model, ids), full, atol=1e-5, rtol=1e-5)
 
 
-def test_a_brief_run_of_the_script_reduces_the_loss(tmp_path):
-    """Exercises the script end to end (train, evaluate, write JSON). A brief run does not leave the
-    parity plateau; it learns that the answer is one of the two bit tokens, which takes the loss
-    from the untrained model's (measured here, independently of the script) to near ln 2."""
-    args = ["--out", str(tmp_path / "r.json"), "--steps", "40", "--batch", "32", "--eval-every", "20",
-            "--val-size", "256", "--test-size", "256", "--lr", "3e-3", "--warmup", "5", "--ctl", "17", "50", "--threads", "1"]
-    record = pt.main(args)
+def test_a_brief_run_of_the_experiment_reduces_the_loss(tmp_path):
+    """Runs ``parity-table`` end to end (train, evaluate, one row per length). A brief run does not
+    leave the parity plateau; it learns that the answer is one of the two bit tokens, which takes the
+    loss from the untrained model's (measured here, independently of the experiment) to near ln 2."""
+    from ctxlens.runner.execute import run
+    from ctxlens.runner.store import read_rows
+
+    options = {"steps": 40, "batch": 32, "eval_every": 20, "val_size": 256, "test_size": 256, "lr": 3e-3,
+               "warmup": 5, "ctls": [17, 50], "threads": 1}
+    run("parity-table", ["parity-transformer"], tmp_path / "run", options, progress=False)
+    rows = read_rows(tmp_path / "run")
     spec = pt.ParitySpec(**{**asdict(pt.ParitySpec()), "steps": 40, "batch": 32, "val_size": 256})
     ds = SparseParity.paper()
     untrained = pt.build_model(ds, spec).eval()
@@ -143,18 +150,8 @@ def test_a_brief_run_of_the_script_reduces_the_loss(tmp_path):
     with torch.no_grad():
         before = float(pt.last_token_loss(untrained, val))
     assert before > 1.0  # logits spread over the whole vocabulary
-    assert record["best_val"] < math.log(2) + 0.05 < before
-    assert json.loads((tmp_path / "r.json").read_text())["rows"][0]["ctl"] == 17
-    assert [h["step"] for h in record["history"]] == [20, 40]
-
-
-def test_bad_output_paths_stop_before_training(tmp_path, capsys):
-    """A directory for --out or a file for --save would lose a finished run; both stop at once."""
-    afile = tmp_path / "f.txt"
-    afile.write_text("x")
-    for argv, words in ([["--out", str(tmp_path)], "is a directory"], [["--out", str(tmp_path / "r.json"), "--save", str(afile)], "is a file"]):
-        with pytest.raises(SystemExit) as stop:
-            pt.main(argv)
-        assert stop.value.code == 2
-        assert words in capsys.readouterr().err
-    assert not (tmp_path / "r.json").exists()
+    assert [(r["seed"], r["ctl"]) for r in rows] == [(0, 17), (0, 50)]
+    assert rows[0]["best_val"] < math.log(2) + 0.05 < before and rows[0]["best_step"] in (20, 40)
+    assert all(r["gap"] == pytest.approx(r["loss"] - ds.bayes_risk(r["ctl"]), abs=1e-12) for r in rows)
+    run("parity-table", ["parity-transformer"], tmp_path / "run", options, progress=False)  # resumes: nothing new
+    assert read_rows(tmp_path / "run") == rows

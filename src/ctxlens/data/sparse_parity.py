@@ -86,7 +86,7 @@ class SparseParity:
     task_probs: torch.Tensor = field(init=False, repr=False, compare=False)
 
     @classmethod
-    def paper(cls, seed: int = 0) -> "SparseParity":
+    def paper(cls, seed: int = 0) -> SparseParity:
         """The intrinsic-entropy paper, Section 4.3 / Appendix C.4: 60 bits, 100 tasks, the law fitted to Table 1."""
         return cls(seed=seed)
 
@@ -95,7 +95,8 @@ class SparseParity:
         if not (1 <= lo < L):
             raise CtxlensError(f"first_max_bit must be in 1..n_bits-1 (got {lo} with n_bits={L}).")
         if not (1 <= k <= lo):
-            raise CtxlensError(f"tasks_per_bit must be in 1..first_max_bit={lo} so every task has distinct bits (got {k}).")
+            raise CtxlensError(f"tasks_per_bit must be in 1..first_max_bit={lo} so every task has distinct bits "
+                               f"(got {k}).")
         if not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise CtxlensError(f"The dataset seed must be a non-negative integer (got {self.seed!r}); pass 0 or more.")
         if self.min_ctl is None:

@@ -4,8 +4,8 @@
 and returns the findings table that opens the report (``ctxlens.report.findings``): one row per
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
 reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and
-``untrained control`` for the ACCS findings). One small function per finding below; each docstring names the paper section
-and the criterion, and every criterion was fixed before any zoo model was measured:
+``untrained control`` for the ACCS findings). One small function per finding below; each
+docstring names the paper section and the criterion, and every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional
   Heads criteria those of ``ctxlens.findings.positional`` (reused as they are);
@@ -31,10 +31,9 @@ from collections.abc import Callable, Iterable
 
 from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
 from ctxlens.findings.positional import masking_summary, significant_heads, verdict
-from ctxlens.zoo.specs import RECIPE
 
-ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")
-TRAIN_LENGTH = RECIPE.seq_len  # the zoo's training context: 512 bytes
+ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")  # the models findings are about, by name
+TRAIN_LENGTH = 512  # the zoo recipe's training context in bytes, when the rows record none (tests keep them equal)
 Z_ONE_SIDED_05 = 1.6448536269514722  # one-sided 5% critical value of the standard normal
 MIDDLE_DEPTHS = (40.0, 60.0)  # "the middle" of seed 002 Table 2: depths 40, 50 and 60 %
 LINEAR_R = 0.97  # seed 001 Figure 1: entropy measures correlate with CE at |r| > 0.97
@@ -417,13 +416,22 @@ FINDINGS = (
 )
 
 
+def recorded_train_length(rows: Iterable[dict], specs: Iterable[str]) -> int:
+    """The training length the rows of models ``specs`` record (the RoPE experiments' ``train_length``
+    column) when they agree on one, else ``TRAIN_LENGTH``."""
+    wanted = set(specs)
+    found = {int(r["train_length"]) for r in rows if r.get("model") in wanted and r.get("train_length")}
+    return found.pop() if len(found) == 1 else TRAIN_LENGTH
+
+
 def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[str, str] | None = None,
-                     train_length: int = TRAIN_LENGTH, failures: dict[str, str] | None = None) -> list[dict]:
+                     train_length: int | None = None, failures: dict[str, str] | None = None) -> list[dict]:
     """The findings table from run directories (or folders of them, or a list of rows).
 
     ``models``: {zoo name: model spec as in the rows} (default ``zoo:NAME`` for every zoo name);
-    ``controls``: {zoo name: spec of its untrained copy}; ``failures``: {experiment: error} of
-    runs that failed, added to the note of every finding that reads them."""
+    ``controls``: {zoo name: spec of its untrained copy}; ``train_length``: default what the rows
+    record (``recorded_train_length``); ``failures``: {experiment: error} of runs that failed, added
+    to the note of every finding that reads them."""
     if isinstance(runs, list) and all(isinstance(r, dict) for r in runs):
         rows = runs
     else:
@@ -431,6 +439,8 @@ def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[
 
         rows = [r for run in read_runs(runs) for r in run.rows]
     models = {n: f"zoo:{n}" for n in ZOO_NAMES} if models is None else dict(models)
+    if train_length is None:
+        train_length = recorded_train_length(rows, models.values())
     grouped, out = Rows(rows), []
     for finding, experiments in FINDINGS:
         row = finding(grouped, models, dict(controls or {}), train_length)

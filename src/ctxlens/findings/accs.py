@@ -18,8 +18,8 @@ Seed 000 ("How much do contextualized representations encode long-range context?
   threshold sits between the two groups and was fixed from those numbers alone. A model whose
   ACCS does not drop at all (denominator <= 0) has no plateau to speak of: undecided (None).
 
-These are recorded results, not tests: ``scripts/accs_findings.py`` writes the numbers and the
-verdicts, whatever they are.
+These are recorded results, not tests: ``ctxlens.findings.compute_findings`` (the demo's findings
+table, or ``scripts/findings.py`` over any runs) writes the numbers and the verdicts, whatever they are.
 """
 
 from __future__ import annotations

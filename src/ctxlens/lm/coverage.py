@@ -36,8 +36,8 @@ from transformers import AutoModelForCausalLM
 
 from ctxlens.core.errors import unknown
 from ctxlens.lm import tiny_any
-from ctxlens.lm.loading import from_model
 from ctxlens.lm.attention import scaling_of
+from ctxlens.lm.loading import from_model
 from ctxlens.lm.rope import rotary_modules
 
 ANALYSES = ("token_loss", "residual", "qk", "head_mask", "rope")
@@ -177,7 +177,7 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
     mlps = mlp_children(block)
     if not mlps:
         return None
-    seen = {}
+    seen: dict = {}
 
     def keep(module, args, out):
         seen.setdefault("h", out[0] if isinstance(out, (tuple, list)) else out)
@@ -199,7 +199,7 @@ def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) ->
     mixers = [c for _, c in block.named_children() if "Norm" not in type(c).__name__]
     if len(mixers) != 1:
         return None
-    seen = {}
+    seen: dict = {}
 
     def keep_in(module, args, kwargs):
         seen.setdefault("x", args[0] if args else kwargs.get("hidden_states"))
@@ -244,10 +244,13 @@ def check_residual(b: Builder, ids: torch.Tensor) -> Check:
 
 
 # -- post-RoPE q/k vs eager attention ------------------------------------------------------------------
+_Q_PROJECTIONS = ("q_proj", "qkv_proj", "c_attn", "query_key_value", "Wqkv", "q_a_proj", "query")
+
+
 def has_attention(model: torch.nn.Module) -> bool:
     """Any softmax-attention module (class name with 'Attention', not linear attention)."""
     return any("Attention" in type(m).__name__ and "Linear" not in type(m).__name__
-               and any(hasattr(m, a) for a in ("q_proj", "qkv_proj", "c_attn", "query_key_value", "Wqkv", "q_a_proj", "query"))
+               and any(hasattr(m, a) for a in _Q_PROJECTIONS)
                for m in model.modules())
 
 
@@ -262,7 +265,8 @@ def sliding_window(module) -> int | None:
     return getattr(config, "sliding_window", None)
 
 
-def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module, allowed: torch.Tensor | None = None) -> torch.Tensor:
+def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module,
+                          allowed: torch.Tensor | None = None) -> torch.Tensor:
     """[heads, n, n] softmax(q k^T * scaling) with the module's soft-cap, mask and sinks.
 
     q, k: [heads, n, head_dim] post-RoPE over positions 0..n-1 (k with kv heads repeated).
@@ -270,7 +274,8 @@ def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module, allowed: tor
     """
     n = q.shape[1]
     scores = q.float() @ k.float().transpose(-1, -2) * scaling_of(module)
-    cap = getattr(module, "attn_logit_softcapping", None) or getattr(getattr(module, "config", None), "attn_logit_softcapping", None)
+    config = getattr(module, "config", None)
+    cap = getattr(module, "attn_logit_softcapping", None) or getattr(config, "attn_logit_softcapping", None)
     if cap:
         scores = torch.tanh(scores / cap) * cap
     if allowed is None:
@@ -358,7 +363,9 @@ def check_head_mask(b: Builder, ids: torch.Tensor) -> Check:
         got = _logits(lm.model, ids)
     ref = b.model()
     attn = lm.attention(layer)
-    n_heads = int(getattr(attn, "num_heads", 0) or getattr(attn.config, "num_attention_heads", 0) if hasattr(attn, "config") else 0) or lm.n_heads
+    has_config = hasattr(attn, "config")
+    own = (getattr(attn, "num_heads", 0) or getattr(attn.config, "num_attention_heads", 0)) if has_config else 0
+    n_heads = int(own) or lm.n_heads
     _zero_head_columns(ref.get_submodule(_module_name(lm.model, lm.out_proj(layer))), head, n_heads)
     want = _logits(ref, ids)
     if torch.allclose(want, _logits(b.model(), ids)):
@@ -452,7 +459,8 @@ def check_type(model_type: str, seed: int = 0, build: Callable | None = None,
     return row
 
 
-def run(types: Iterable[str] | None = None, threads: int = 1, progress: Callable[[TypeCoverage], None] | None = None) -> dict:
+def run(types: Iterable[str] | None = None, threads: int = 1,
+        progress: Callable[[TypeCoverage], None] | None = None) -> dict:
     """The coverage of ``types`` (default: every in-scope type) and the out-of-scope list, as JSON-able dict."""
     import logging
     import warnings
@@ -506,7 +514,8 @@ _MARK = {"pass": "pass", "fail": "FAIL", "unsupported": "unsup.", "n/a": "n/a"}
 
 def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]:
     if markdown:
-        return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header), *("| " + " | ".join(r) + " |" for r in rows)]
+        line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
+        return [line(header), "|" + "---|" * len(header), *(line(r) for r in rows)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
     return [line(header), *(line(r) for r in rows)]
@@ -517,8 +526,8 @@ def render(result: dict, markdown: bool = False, per_type: bool = True) -> str:
     the failures and declines with reasons, the out-of-scope types."""
     rows = result["types"]
     out = []
-    table = [[r["model_type"], r["kind"], *(_MARK[r["checks"][a]["status"]] if a in r["checks"] else "-" for a in ANALYSES)]
-             for r in rows]
+    table = [[r["model_type"], r["kind"],
+              *(_MARK[r["checks"][a]["status"]] if a in r["checks"] else "-" for a in ANALYSES)] for r in rows]
     if per_type:
         out += _grid(["type", "kind", *ANALYSES], table, markdown)
     n = len(rows)
@@ -527,8 +536,9 @@ def render(result: dict, markdown: bool = False, per_type: bool = True) -> str:
                 f"(transformers {result['transformers']}, {result['threads']} thread):", ""]
     c = counts(result)
     out += _grid(["analysis", *STATUSES], [[a, *(str(c[a][s]) for s in STATUSES)] for a in ANALYSES], markdown)
-    failures = [[r["model_type"], a, ch["reason"]] for r in rows for a, ch in
-                ([("built", r["built"])] if r["built"]["status"] == "fail" else r["checks"].items()) if ch["status"] == "fail"]
+    failures = [[r["model_type"], a, ch["reason"]] for r in rows
+                for a, ch in ([("built", r["built"])] if r["built"]["status"] == "fail" else r["checks"].items())
+                if ch["status"] == "fail"]
     if failures:
         out += ["", "Failures:", ""] + _grid(["type", "analysis", "reason"], failures, markdown)
     unsupported = [[r["model_type"], a, ch["reason"]] for r in rows for a, ch in r["checks"].items()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -105,7 +106,7 @@ def _scale(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
     return post
 
 
-_LLAMA_LIKE = dict(
+_LLAMA_LIKE: dict[str, Any] = dict(
     kind="transformer", position="rope", layers="model.layers", resid="pre:post_attention_layernorm",
     attn="self_attn", out_proj="o_proj", interface=True, rope_layout="half",
 )

@@ -103,7 +103,8 @@ def convert(path: Path, out: Path, spec: str) -> None:
         model = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32, **_dequantize_option())
     except (ValueError, KeyError, NotImplementedError) as err:
         raise CtxlensError(f"transformers cannot read the GGUF file '{spec}' ({str(err).splitlines()[0]}); "
-                           "use a GGUF of an architecture transformers supports, or a save_pretrained directory.") from None
+                           "use a GGUF of an architecture transformers supports, or a save_pretrained "
+                           "directory.") from None
     if getattr(model, "hf_quantizer", None) is not None:  # a transformers that kept the weights packed
         raise CtxlensError(f"transformers kept the weights of '{spec}' quantized, so they cannot be saved; "
                            "upgrade transformers (pip install -U transformers).")

@@ -212,7 +212,8 @@ def _post_candidates(config) -> list[tuple[str, Callable | None]]:
     """(description, logits_post) pairs to try: none, then each logit field of the config."""
     from ctxlens.lm.families import _scale, _softcap
 
-    text, out = text_config(config), [("none", None)]
+    text = text_config(config)
+    out: list[tuple[str, Callable | None]] = [("none", None)]
     for attr in sorted(a for a in dir(text) if "logit" in a and not a.startswith("_")):
         try:  # properties too (minicpm3's logits_scaling); some configs refuse per-layer reads
             value = getattr(text, attr)
@@ -241,12 +242,12 @@ def _pre_head_candidates(model) -> list[str | None]:
     return [None, *(n for n, m in model.named_children() if m is not head and m is not body)]
 
 
-def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None], str | None]:
+def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None] | None, str | None]:
     """((logits_post, pre_head), None) reproducing the model's logits from its final hidden states, or (None, why)."""
     head = model.get_output_embeddings()
     if head is None:
         return None, "the model has no output embedding (LM head) to compute losses from."
-    scored = []
+    scored: list[tuple[float, int, tuple[Callable | None, str | None]]] = []
     with torch.inference_mode():
         want = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
         hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state  # [1, seq, d_model]
@@ -298,10 +299,12 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
                 handles.append(sub.register_forward_pre_hook(_keep(seen, (c, i)), with_kwargs=True))
             elif c.startswith("sum:"):
                 sub = block.get_submodule(c[4:])
-                handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _first(o).detach())))
+                handles.append(sub.register_forward_hook(
+                    lambda m, a, o, key=(c, i): seen.__setitem__(key, _first(o).detach())))
             elif c.startswith("post:"):  # only a sublayer returning (stream, its normed copy), as dbrx's
                 sub = block.get_submodule(c[5:])
-                handles.append(sub.register_forward_hook(lambda m, a, o, key=(c, i): seen.__setitem__(key, _pair_first(o))))
+                handles.append(sub.register_forward_hook(
+                    lambda m, a, o, key=(c, i): seen.__setitem__(key, _pair_first(o))))
     with _hooks(handles), torch.inference_mode():
         decoder(model)(input_ids=ids, use_cache=False)
     # per layer, the passing read points by their error: the closest wins, not the first within
@@ -322,7 +325,8 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
 
 def _pair_first(out) -> torch.Tensor:
     """The first of two same-shaped tensors a sublayer returns; NaN for any other output."""
-    if isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(o) for o in out) and out[0].shape == out[1].shape:
+    pair = isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(o) for o in out)
+    if pair and out[0].shape == out[1].shape:
         return out[0].detach()
     return torch.full((0,), float("nan"))
 
@@ -404,7 +408,8 @@ def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -
     for m in modules:
         q, k = seen.q[id(m)], seen.k[id(m)]
         if q.ndim != 4 or q.shape[1] != n_heads or q.shape[2] != ids.shape[1] or k.shape[-1] != q.shape[-1]:
-            return f"its attention hands over queries of shape {tuple(q.shape)}, not [batch, {n_heads} heads, seq, head_dim]."
+            return (f"its attention hands over queries of shape {tuple(q.shape)}, "
+                    f"not [batch, {n_heads} heads, seq, head_dim].")
     return None
 
 
@@ -448,7 +453,7 @@ def _no_rotation(model: nn.Module):
     """Within the block every rotary module's inverse frequencies are zero: RoPE rotates nothing."""
     saved = [(m, n, getattr(m, n).clone()) for m, n in _inv_freq_buffers(model)]
     try:
-        for m, n, b in saved:
+        for m, n, _ in saved:
             getattr(m, n).zero_()
         yield
     finally:
@@ -521,7 +526,8 @@ def _kind(n_attention: int, n_layers: int, model) -> str:
         return "transformer"
     if n_attention:
         return "hybrid"
-    return "ssm" if any("Mamba" in type(m).__name__ or "SSM" in type(m).__name__ for m in model.modules()) else "recurrent"
+    ssm = any("Mamba" in type(m).__name__ or "SSM" in type(m).__name__ for m in model.modules())
+    return "ssm" if ssm else "recurrent"
 
 
 def _position(model, rope_layout: str | None) -> str:
@@ -541,7 +547,8 @@ def infer_family(model) -> Family:
     try:
         layers, irregular = find_layers(model), None
     except CtxlensError as err:  # token losses need no block list: load, and refuse what needs one
-        layers, irregular = _any_block_list(model, err), str(err).split(";")[0].replace("Cannot find", "ctxlens cannot find")
+        layers = _any_block_list(model, err)
+        irregular = str(err).split(";")[0].replace("Cannot find", "ctxlens cannot find")
     blocks = model.get_submodule(layers)
     attn = find_attention(blocks)
     ids = _probe_ids(model)
@@ -550,8 +557,9 @@ def infer_family(model) -> Family:
         found, why = check_logits(model, ids)
     except Exception as err:  # noqa: BLE001 - the model's own forward failed on the probe
         raise CtxlensError(f"'{config.model_type}' fails its own forward on a {PROBE_LEN}-token probe "
-                           f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}); check its config.") from None
-    if why:
+                           f"({type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}); "
+                           "check its config.") from None
+    if why or found is None:
         raise CtxlensError(f"ctxlens cannot compute token losses for '{config.model_type}': {why}")
     post, pre_head = found
     resid, why = _attempt(check_residual, model, blocks, attn, ids)
@@ -568,7 +576,8 @@ def infer_family(model) -> Family:
     out_proj, rope_layout = None, None
     if modules and not n_heads:
         modules, interface = [], False
-        refused["qk"] = refused["head_mask"] = "its config gives no single number of attention heads (none, or one per layer)."
+        refused["qk"] = refused["head_mask"] = ("its config gives no single number of attention heads "
+                                                "(none, or one per layer).")
     if modules:
         why = _attempt(check_qk, model, [named[i] for i in attn_layers], n_heads, ids)
         if why:

@@ -1,8 +1,10 @@
-"""``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, a GGUF file, ``zoo:NAME`` or
-``ref:NAME`` -> ``LM``.
+"""``ctxlens.load``: a hub id, a local ``save_pretrained`` directory, a GGUF file, or
+``PREFIX:NAME`` of a registered resolver (``zoo:NAME``, ``ref:NAME``) -> ``LM``.
 
-All three go through transformers' own ``from_pretrained``; zoo models are ordinary saved
-models in a local cache directory (DESIGN principle 1: one code path). Models larger than one
+All go through transformers' own ``from_pretrained``; zoo models are ordinary saved models in
+a local cache directory (DESIGN principle 1: one code path). ``lm`` knows no resolver itself:
+``ctxlens.zoo`` registers ``zoo:`` and ``ref:`` in ``RESOLVERS`` when imported (``ctxlens.load``,
+the CLI and the runner import it), so ``lm`` never imports the zoo. Models larger than one
 device load with ``device_map`` (accelerate; see ``ctxlens.lm.placement``), optionally with
 weights offloaded to ``offload_folder``.
 """
@@ -11,12 +13,16 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.errors import CtxlensError, suggest, unknown
+from ctxlens.core.registry import Registry
 from ctxlens.lm import attention, gguf, placement
 from ctxlens.lm.families import Family, known_family
 from ctxlens.lm.infer import infer_family
@@ -28,30 +34,58 @@ DTYPES = {"auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bflo
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
-def resolve(spec: str) -> str:
+@dataclass(frozen=True)
+class Resolved:
+    """What a resolver gives for ``PREFIX:NAME``: the directory ``from_pretrained`` takes, and the
+    context length the model was trained at when its source records it (the zoo's recipe)."""
+
+    path: str
+    train_length: int | None = None
+
+
+Resolver = Callable[[str], Resolved]
+RESOLVERS: Registry[Resolver] = Registry("model prefix")  # "zoo" -> resolver of "zoo:NAME" (NAME -> Resolved)
+_PREFIX = re.compile(r"([a-z][a-z0-9_-]*):(?![/\\])(.+)")  # zoo:rope, not C:/dir
+
+
+def resolved(spec: str) -> Resolved:
     """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id).
 
-    A GGUF file, and ``ref:NAME`` (a reference model shipped in a PyPI package, see
-    ``ctxlens.zoo.refs``), become the file's converted directory (``ctxlens.lm.gguf``).
+    ``PREFIX:NAME`` goes to the resolver registered for PREFIX (``ctxlens.zoo``: ``zoo:`` and
+    ``ref:``, a reference model shipped in a PyPI package); a GGUF file becomes its converted
+    directory (``ctxlens.lm.gguf``).
     """
-    if spec.startswith("zoo:"):
-        from ctxlens.zoo.registry import zoo_path
-
-        return str(zoo_path(spec[4:]))
-    if spec.startswith("ref:"):
-        from ctxlens.zoo.refs import ref_path
-
-        return str(ref_path(spec[4:]))
     path = Path(spec).expanduser()
+    match = _PREFIX.fullmatch(spec)
+    if match and (match[1] in RESOLVERS or not path.exists()):
+        prefix, name = match.groups()
+        if prefix not in RESOLVERS:
+            raise _unknown_prefix(prefix, spec)
+        return RESOLVERS[prefix](name)
     if path.is_file():
-        return str(gguf.converted(path, spec))
+        return Resolved(str(gguf.converted(path, spec)))
     if path.exists():
         if not (path / "config.json").is_file():
-            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved with save_pretrained.")
-        return str(path)
+            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved "
+                               "with save_pretrained.")
+        return Resolved(str(path))
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or spec.endswith(".gguf"):
         raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
-    return spec
+    return Resolved(spec)
+
+
+def _unknown_prefix(prefix: str, spec: str) -> CtxlensError:
+    """One sentence: the prefix, the closest registered one, and what is registered."""
+    known = [f"{p}:" for p in RESOLVERS]
+    close = suggest(f"{prefix}:", known).strip().replace("Did you mean", "did you mean")
+    registered = ", ".join(known) or "none; import ctxlens.zoo first, as ctxlens.load does"
+    fix = close or "use a registered prefix, a hub id or a path"
+    return CtxlensError(f"Unknown model prefix '{prefix}:' in '{spec}'; {fix} (registered prefixes: {registered}).")
+
+
+def resolve(spec: str) -> str:
+    """The directory or hub id ``from_pretrained`` takes for ``spec`` (see ``resolved``)."""
+    return resolved(spec).path
 
 
 def _dtype(dtype):
@@ -75,14 +109,16 @@ def load(
 ) -> LM:
     """Load a causal LM with its tokenizer (if any) and its family adapter.
 
-    spec: hub id, local directory, GGUF file, ``zoo:NAME`` or ``ref:NAME``. A ``model_type`` with no
-    hand-written family gets an adapter inferred and checked on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
+    spec: hub id, local directory, GGUF file, or ``PREFIX:NAME`` of a registered resolver (``zoo:NAME``,
+    ``ref:NAME``). A ``model_type`` with no hand-written family gets an adapter inferred and checked
+    on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
     device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
     device_map: "auto" (or another accelerate strategy), a device, or {module: device} with devices
     such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).
     attn_implementation: sdpa (default) | eager | flash_attention_2 (CUDA, flash-attn installed).
     """
-    source = resolve(spec)
+    where = resolved(spec)
+    source = where.path
     common = {"trust_remote_code": trust_remote_code, "revision": revision}
     try:
         config = AutoConfig.from_pretrained(source, **common)
@@ -111,7 +147,7 @@ def load(
     if device_map is None:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     placement.check_input_device(model, spec)
-    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec)
+    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec, train_length=where.train_length)
 
 
 def require_decoder(model_type: str, spec: str) -> None:
@@ -148,7 +184,8 @@ def _tokenizer(source: str, common: dict):
 def from_model(model, tokenizer=None, name: str | None = None) -> LM:
     """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
     placement.check_input_device(model, name or model.config.model_type)
-    return LM(model, tokenizer, _adapter(model, known_family(model.config.model_type)), name=name or model.config.model_type)
+    family = _adapter(model, known_family(model.config.model_type))
+    return LM(model, tokenizer, family, name=name or model.config.model_type)
 
 
 def _adapter(model, family: Family | None) -> Family:

@@ -68,10 +68,14 @@ class RopeSnapshot:
 
 
 class LM:
-    """A model + tokenizer + family adapter. Build with ``ctxlens.load``."""
+    """A model + tokenizer + family adapter. Build with ``ctxlens.load``.
 
-    def __init__(self, model, tokenizer, family: Family, name: str):
+    ``train_length``: the context length the model was trained at, when its source records it
+    (a resolver's ``Resolved.train_length``, e.g. the zoo's recipe); None otherwise."""
+
+    def __init__(self, model, tokenizer, family: Family, name: str, train_length: int | None = None):
         self.model, self.tokenizer, self.family, self.name = model, tokenizer, family, name
+        self.train_length = train_length
         self.config = model.config
         self.layers = model.get_submodule(family.layers)
         self.n_layers = len(self.layers)

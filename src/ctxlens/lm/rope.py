@@ -204,3 +204,17 @@ def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict |
 def restore_rope(model: torch.nn.Module, params: dict, under: str = "") -> None:
     """Put back a whole ``rope_parameters`` (as read before a change) and rebuild the rotary modules."""
     _rebuild(model, text_config(model), copy.deepcopy(params), under)
+
+
+LAYOUTS = ("half", "interleaved")
+
+
+def pair_index(rotary_dims: int, layout: str) -> torch.Tensor:
+    """[rotary_dims/2, 2] dim indices of each frequency pair, lowest frequency index first."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if rotary_dims % 2:
+        raise ValueError(f"rotary_dims must be even, got {rotary_dims}")
+    half = rotary_dims // 2
+    i = torch.arange(half)
+    return torch.stack([i, i + half], -1) if layout == "half" else torch.stack([2 * i, 2 * i + 1], -1)

@@ -35,7 +35,6 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
 from ctxlens.lm import rope as _rope
-from ctxlens.metrics.rope import pair_index
 
 NAME = "ctxlens-positional"
 _ATTR = "_ctxlens_positional"  # per attention module: _Override
@@ -76,7 +75,7 @@ class SelfExtend:
 def rotate(x: torch.Tensor, shift: torch.Tensor, inv_freq: torch.Tensor, layout: str, rotary_dims: int) -> torch.Tensor:
     """x [..., head_dim] post-RoPE, shift [...] (broadcast to x.shape[:-1]) -> x moved by ``shift``
     positions: frequency pair i rotated by shift * inv_freq[i]; non-rotary dims unchanged."""
-    idx = pair_index(rotary_dims, layout).to(x.device)  # [n_pairs, 2]
+    idx = _rope.pair_index(rotary_dims, layout).to(x.device)  # [n_pairs, 2]
     angle = shift.to(x.device, torch.float64)[..., None] * inv_freq.to(x.device, torch.float64)  # [..., n_pairs]
     cos, sin = angle.cos().float(), angle.sin().float()
     a, b = x[..., idx[:, 0]].float(), x[..., idx[:, 1]].float()  # [..., n_pairs]
@@ -242,7 +241,7 @@ def self_extend(lm, group: int, window: int) -> Iterator[SelfExtend]:
 
 def zero_pairs_edit(pairs: Sequence[int], layout: str, rotary_dims: int) -> Callable:
     """A q/k edit that zeroes the dims of frequency pairs ``pairs`` in q [..., d] and k [..., d]."""
-    idx = pair_index(rotary_dims, layout)[list(pairs)].flatten()  # [2 * n_removed]
+    idx = _rope.pair_index(rotary_dims, layout)[list(pairs)].flatten()  # [2 * n_removed]
 
     def edit(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q, k = q.clone(), k.clone()

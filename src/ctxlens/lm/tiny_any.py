@@ -49,7 +49,8 @@ _TEXT_MODEL_IN_SCOPE = ("gemma3",)  # multimodal wrappers whose text model ctxle
 VOCAB = 256
 _SIZES: dict[str, int] = {
     # width
-    "hidden_size": 64, "hidden_size_global": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embedding_size": 64, "emb_dim": 64,
+    "hidden_size": 64, "hidden_size_global": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embedding_size": 64,
+    "emb_dim": 64,
     "intermediate_size": 128, "ffn_dim": 128, "ffn_hidden_size": 128, "feed_forward_size": 128, "d_inner": 128,
     "dim_ff": 128, "dff": 128, "n_inner": 128, "intermediate_size_mlp": 128, "dense_intermediate_size": 128,
     "shared_intermediate_size": 32, "shared_expert_intermediate_size": 32, "shared_experts_intermediate_size": 32,
@@ -57,7 +58,8 @@ _SIZES: dict[str, int] = {
     # attention heads (4 x 16 with 2 kv heads)
     "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "attention_heads": 4,
     "num_key_value_heads": 2, "num_kv_heads": 2, "num_query_groups": 2,
-    "head_dim": 16, "kv_channels": 16, "attention_head_dim": 16, "attention_head_size": 16, "dim_head": 16, "d_head": 16,
+    "head_dim": 16, "kv_channels": 16, "attention_head_dim": 16, "attention_head_size": 16, "dim_head": 16,
+    "d_head": 16,
     "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2, "swa_head_dim": 16,
     # multi-head latent attention (deepseek-style)
     "q_lora_rank": 32, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
@@ -132,8 +134,9 @@ _OVERRIDES: dict[str, dict[str, Any]] = {
     "gemma4_text": {"global_head_dim": 32, "vocab_size_per_layer_input": 256, "hidden_size_per_layer_input": 16},
     # the sliding layers' MLA sizes come from swa_* kwargs (per_layer_config); head_dim x partial_rotary_factor
     # (0.25) is the rotary width, so it is 4 x qk_rope_head_dim, and swa head_dim - swa nope is the swa rope width
-    "dots3_note_text": {"head_dim": 32, "swa_num_attention_heads": 2, "swa_num_key_value_heads": 2, "swa_q_lora_rank": 32,
-                        "swa_kv_lora_rank": 64, "swa_head_dim": 32, "swa_qk_nope_head_dim": 24, "swa_v_head_dim": 16},
+    "dots3_note_text": {"head_dim": 32, "swa_num_attention_heads": 2, "swa_num_key_value_heads": 2,
+                        "swa_q_lora_rank": 32, "swa_kv_lora_rank": 64, "swa_head_dim": 32, "swa_qk_nope_head_dim": 24,
+                        "swa_v_head_dim": 16},
     # (global, local) attention: the pattern repeated once for two layers
     "gpt_neo": {"num_layers": 2, "attention_types": [[["global", "local"], 1]], "window_size": 16},
 }
@@ -173,7 +176,8 @@ def scope(model_type: str) -> tuple[str, str]:
         return "encoder-decoder", "an encoder-decoder model (is_encoder_decoder)"
     subs = [a for a in _MULTIMODAL_SUBCONFIGS if hasattr(config, a)]
     if subs and model_type not in _TEXT_MODEL_IN_SCOPE:
-        text = f"; its text model is type '{config.text_config.model_type}'" if getattr(config, "text_config", None) else ""
+        has_text = getattr(config, "text_config", None)
+        text = f"; its text model is type '{config.text_config.model_type}'" if has_text else ""
         return "multimodal", f"a multimodal model ({', '.join(subs)}){text}"
     return IN_SCOPE, ""
 
@@ -191,7 +195,7 @@ def _layout_depth(defaults: dict) -> int:
         if isinstance(seq, str):  # nemotron_h's "M-M*-" pattern
             seq = list(seq)
         if isinstance(seq, (list, tuple)) and seq:
-            first = {}
+            first: dict[str, int] = {}
             for i, kind in enumerate(seq):
                 first.setdefault(str(kind), i)
             depth = max(depth, max(first.values()) + 1)
@@ -208,7 +212,7 @@ def _layout_depth(defaults: dict) -> int:
 
 
 def _shrunk_layouts(defaults: dict, depth: int) -> dict:
-    out = {}
+    out: dict[str, str | list] = {}
     for key in _LAYOUT_LISTS:
         seq = defaults.get(key)
         if isinstance(seq, str):
@@ -312,4 +316,5 @@ def build_tiny(model_type: str, seed: int = 0, **overrides: Any) -> torch.nn.Mod
     return model.eval()
 
 
-__all__ = ["OUT_OF_SCOPE", "build_tiny", "causal_lm_types", "in_scope_types", "scope", "shrink_kwargs", "tiny_config_for"]
+__all__ = ["OUT_OF_SCOPE", "build_tiny", "causal_lm_types", "in_scope_types", "scope", "shrink_kwargs",
+           "tiny_config_for"]

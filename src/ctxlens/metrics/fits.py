@@ -54,12 +54,12 @@ class Fit:
 POWER_PARAMS = ("C0", "C", "gamma")
 
 
-def power_law(l, c0: float, c: float, gamma: float) -> np.ndarray:
+def power_law(l, c0: float, c: float, gamma: float) -> np.ndarray:  # noqa: E741 - l: the paper's context length
     """C0 + C / l^gamma for l [n] (> 0)."""
     return c0 + c * np.asarray(l, dtype=np.float64) ** -gamma
 
 
-def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> Fit:
+def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> Fit:  # noqa: E741 - as above
     """Fit ce [n] = C0 + C / l^gamma over l [n] > 0, with gamma searched in ``gamma_range``.
 
     For each gamma the best (C0, C) is linear least squares, so the fit is a 1-D search over
@@ -68,7 +68,7 @@ def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> 
     x, y = _xy(l, ce, "lengths", "values")
     if (x <= 0).any():
         raise CtxlensError("Power-law fits need positive lengths; drop lengths <= 0.")
-    none = dict.fromkeys(POWER_PARAMS)
+    none: dict[str, float | None] = dict.fromkeys(POWER_PARAMS)
     n = x.size
     if np.unique(x).size < 3:
         return Fit("power_law", none, dict(none), None, n,
@@ -89,7 +89,7 @@ def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> 
     theta = _gauss_newton(x, y, np.array([c0, c, math.exp(u)]))
     resid = y - power_law(x, *theta)
     ss = float(resid @ resid)
-    params = dict(zip(POWER_PARAMS, (float(v) for v in theta)))
+    params: dict[str, float | None] = dict(zip(POWER_PARAMS, (float(v) for v in theta)))
     flags = []
     if not lo + 1e-6 < math.log(theta[2]) < hi - 1e-6:
         flags.append(f"gamma reached the end of its search range {gamma_range}")
@@ -165,7 +165,7 @@ def fit_linear(x, y) -> Fit:
     """Ordinary least squares y [n] = slope * x [n] + intercept, with R² and Pearson r."""
     x, y = _xy(x, y, "x", "y")
     n = x.size
-    none = {"slope": None, "intercept": None}
+    none: dict[str, float | None] = {"slope": None, "intercept": None}
     if np.unique(x).size < 2:
         return Fit("linear", none, dict(none), None, n,
                    flag=f"needs at least 2 distinct x values (got {np.unique(x).size}); measure more points")
@@ -211,7 +211,8 @@ def _xy(a, b, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
     if x.size != y.size:
-        raise CtxlensError(f"Fit inputs differ in length ({x.size} {name_a}, {y.size} {name_b}); pass one value per point.")
+        raise CtxlensError(f"Fit inputs differ in length ({x.size} {name_a}, {y.size} {name_b}); "
+                           "pass one value per point.")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise CtxlensError("Fit inputs contain NaN or inf; drop those points before fitting.")
     return x, y

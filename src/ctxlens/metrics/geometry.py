@@ -175,7 +175,7 @@ class _Moments:
 
     def add(self, x: torch.Tensor, u: torch.Tensor) -> None:
         """x [b, d] float64 checked rows, u [b, d] their unit vectors."""
-        if self.unit_sum is None:
+        if self.unit_sum is None or self.sum is None:
             self.unit_sum, self.sum = u.new_zeros(u.shape[1]), u.new_zeros(u.shape[1])
         elif x.shape[1] != self.sum.shape[0]:
             raise CtxlensError(
@@ -194,7 +194,7 @@ class _Moments:
         mean_b = x.mean(0)
         centred = x - mean_b
         m2_b = centred.T @ centred  # [d, d]
-        if self.mean is None:
+        if self.mean is None or self.m2 is None:
             self.mean, self.m2 = mean_b, m2_b
             return
         delta = mean_b - self.mean
@@ -204,14 +204,17 @@ class _Moments:
 
     def anisotropy(self) -> float:
         _enough(self.n, "anisotropy")
+        assert self.unit_sum is not None  # set by the first add
         return _mean_offdiagonal(self.unit_sum, float(self.n), self.n)
 
     def mean_dot(self) -> float:
         _enough(self.n, "mean_dot")
+        assert self.sum is not None  # set by the first add
         return _mean_offdiagonal(self.sum, self.sq_norms, self.n)
 
     def condition_number(self) -> float:
         _enough(self.n, "covariance_condition_number")
+        assert self.m2 is not None  # kept when covariance=True, the only caller
         return _condition(self.m2 / (self.n - 1))
 
 

@@ -22,18 +22,7 @@ import math
 
 import torch
 
-LAYOUTS = ("half", "interleaved")
-
-
-def pair_index(rotary_dims: int, layout: str) -> torch.Tensor:
-    """[rotary_dims/2, 2] dim indices of each frequency pair, lowest frequency index first."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    if rotary_dims % 2:
-        raise ValueError(f"rotary_dims must be even, got {rotary_dims}")
-    half = rotary_dims // 2
-    i = torch.arange(half)
-    return torch.stack([i, i + half], -1) if layout == "half" else torch.stack([2 * i, 2 * i + 1], -1)
+from ctxlens.lm.rope import LAYOUTS, pair_index  # noqa: F401 - the model's rotary layout, defined once in lm
 
 
 def rope_pair_contributions(

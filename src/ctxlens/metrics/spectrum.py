@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ class CovarianceAccumulator:
         mean_b = x.mean(0)  # [d]
         xc = x - mean_b
         m2_b = xc.T @ xc  # [d, d]
-        if self.mean is None:
+        if self.mean is None or self.m2 is None:
             self.n, self.mean, self.m2 = nb, mean_b, m2_b
             return self
         n = self.n + nb
@@ -124,6 +125,11 @@ def eigen_spectrum(x) -> Spectrum:
 
 
 # ------------------------------------------------------------------------------- entropy, dimension
+def _listed(value: Any, scalar: type) -> list[Any]:
+    """[value] for one ``scalar`` (a number type), else the values as a list."""
+    return [value] if isinstance(value, scalar) else list(value)
+
+
 def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
     """Sum of log relative eigenvalues over the first ``n`` (Section 2.2.2), for one n or many.
 
@@ -131,13 +137,13 @@ def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
     span (their numerical rank) is an error: those logs are -inf.
     """
     spec = eigen_spectrum(x)
-    ns = [n] if isinstance(n, Integral) else list(n)
+    ns = _listed(n, Integral)
     logs = torch.log(spec.relative.clamp_min(torch.finfo(torch.float64).tiny))  # [d]
     out = []
     for k in ns:
-        if isinstance(k, bool) or not isinstance(k, Integral) or not 1 <= k <= spec.dim:
+        if isinstance(k, bool) or not isinstance(k, Integral) or not 1 <= int(k) <= spec.dim:
             raise CtxlensError(f"Intrinsic entropy needs n in 1..{spec.dim} (got {k!r}); pass a count of eigenvalues.")
-        if k > spec.rank:
+        if int(k) > spec.rank:
             raise CtxlensError(
                 f"Intrinsic entropy over {k} eigenvalues is -inf: the features span only {spec.rank} directions "
                 f"({spec.n_samples} samples, dimension {spec.dim}); use n <= {spec.rank} or more samples."
@@ -150,13 +156,13 @@ def intrinsic_dimension(x, threshold: float | Sequence[float]) -> int | list[int
     """Largest index (1-based) whose relative eigenvalue is >= threshold (Appendix J.2); one
     threshold or many. It is always >= 1, since the largest relative eigenvalue is 1."""
     spec = eigen_spectrum(x)
-    ts = [threshold] if isinstance(threshold, Real) else list(threshold)
+    ts = _listed(threshold, Real)
     rel = spec.relative  # [d], descending
     out = []
     for t in ts:
-        if isinstance(t, bool) or not isinstance(t, Real) or not 0 < t <= 1:
+        if isinstance(t, bool) or not isinstance(t, Real) or not 0 < float(t) <= 1:
             raise CtxlensError(f"Intrinsic-dimension thresholds must lie in (0, 1] (got {t!r}); e.g. 0.05.")
-        out.append(int((rel >= t).sum()))
+        out.append(int((rel >= float(t)).sum()))
     return out[0] if isinstance(threshold, Real) else out
 
 
@@ -196,7 +202,8 @@ def kde_entropy(
         raise CtxlensError(f"A KDE entropy needs at least 3 samples (got {n}); add more samples.")
     eig, scores = _principal_scores(x)  # [r] descending, [n, r]
     if not eig.numel() or not float(eig[0]) > 0:
-        raise CtxlensError("The features do not vary across samples, so their KDE entropy is -inf; use samples that differ.")
+        raise CtxlensError("The features do not vary across samples, so their KDE entropy is -inf; "
+                           "use samples that differ.")
     rank = int((eig > eig[0] * max(n, d) * torch.finfo(torch.float64).eps).sum())
     if n_components is None:
         k = min(rank, int((eig / eig[0] >= min_relative).sum()))
@@ -249,7 +256,8 @@ def _bandwidth(bandwidth: float | str, n: int, k: int) -> float:
 def _matrix(x, what: str) -> torch.Tensor:
     x = torch.as_tensor(x)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise CtxlensError(f"{what.capitalize()} must be a non-empty [samples, dim] matrix (got shape {list(x.shape)}).")
+        raise CtxlensError(f"{what.capitalize()} must be a non-empty [samples, dim] matrix "
+                           f"(got shape {list(x.shape)}).")
     if not x.is_floating_point():
         x = x.double()
     if not bool(torch.isfinite(x).all()):

@@ -24,10 +24,8 @@ every unit of a run.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
 
@@ -82,13 +80,13 @@ def parse_transform(spec: str) -> Transform:
 
 
 def train_length(lm, override: int | None = None) -> int:
-    """The length the model was trained at: ``override``, else the zoo record (``zoo.json``),
-    else ``original_max_position_embeddings`` of its RoPE, else ``max_position_embeddings``."""
+    """The length the model was trained at: ``override``, else what its source records
+    (``LM.train_length``: the zoo's recipe for ``zoo:NAME``), else ``original_max_position_embeddings``
+    of its RoPE, else ``max_position_embeddings``."""
     if override:
         return int(override)
-    record = Path(lm.name_or_path) / "zoo.json"
-    if record.is_file():
-        return int(json.loads(record.read_text())["recipe"]["seq_len"])
+    if getattr(lm, "train_length", None):
+        return int(lm.train_length)
     stated = lm.config_train_length()
     if stated:
         return stated

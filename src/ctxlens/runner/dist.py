@@ -51,7 +51,8 @@ def from_env() -> Shard:
     """This process's shard from torchrun's variables (a single process when they are unset)."""
     shard = Shard(_env_int("RANK", 0), _env_int("WORLD_SIZE", 1), _env_int("LOCAL_RANK", 0))
     if shard.world < 1 or not 0 <= shard.rank < shard.world:
-        raise CtxlensError(f"RANK={shard.rank} does not fit WORLD_SIZE={shard.world}; start sharded runs with torchrun.")
+        raise CtxlensError(f"RANK={shard.rank} does not fit WORLD_SIZE={shard.world}; "
+                           "start sharded runs with torchrun.")
     return shard
 
 

@@ -72,7 +72,8 @@ def parse_model_options(raw: dict) -> dict:
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
     """The dict written to ``config.yaml`` (and read back by ``--config``)."""
-    return {"experiment": experiment, "models": list(models), "options": dict(options), "model_options": dict(model_options)}
+    return {"experiment": experiment, "models": list(models), "options": dict(options),
+            "model_options": dict(model_options)}
 
 
 def _prepare(lm, model_options: dict) -> dict:
@@ -144,6 +145,7 @@ def _same_weights(out: Path, spec: str, lm) -> str:
 def _ready(exp, spec: str, load_options: dict, model_options: dict) -> tuple[object, dict]:
     """(model, columns for its rows): ``spec`` loaded, checked against the experiment's needs and
     prepared, with what ``_prepare`` changed; the spec itself for experiments that build their own."""
+    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.loading import load
 
     if not exp.loads_model:

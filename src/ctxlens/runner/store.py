@@ -225,7 +225,8 @@ def check_config(directory: str | os.PathLike, config: dict, *, compare_keys: It
         return
     new = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))  # compare as stored, so tuples equal lists
     keys = list(compare_keys) if compare_keys is not None else list(dict.fromkeys([*old, *new]))
-    diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys if old.get(k, _UNSET) != new.get(k, _UNSET)]
+    diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys
+             if old.get(k, _UNSET) != new.get(k, _UNSET)]
     if diffs:
         raise CtxlensError(
             f"{directory} already holds a run with a different configuration ({'; '.join(diffs)}); "

@@ -53,7 +53,7 @@ def export(samples: list[Sample], out: str | Path) -> list[Path]:
 def load_tokenizer(spec: str):
     """``byte`` (the zoo's byte-level tokenizer), or the tokenizer of a model spec (hub id, dir, zoo:NAME)."""
     if spec == "byte":
-        from ctxlens.zoo.tokenizer import byte_tokenizer
+        from ctxlens.data.tokenizer import byte_tokenizer
 
         return byte_tokenizer()
     from transformers import AutoTokenizer

@@ -30,7 +30,8 @@ def _train_stream(recipe: Recipe, tok) -> torch.Tensor:
     from ctxlens.data.corpus import corpus_text
 
     n_bytes = recipe.steps * recipe.batch * recipe.seq_len // 2 + 10 * recipe.seq_len
-    return torch.tensor(tok(corpus_text(recipe.corpus_seed, n_bytes, split="train"), add_special_tokens=False)["input_ids"])
+    text = corpus_text(recipe.corpus_seed, n_bytes, split="train")
+    return torch.tensor(tok(text, add_special_tokens=False)["input_ids"])
 
 
 def _val_windows(recipe: Recipe, tok) -> torch.Tensor:
@@ -115,7 +116,8 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
 
     torch.manual_seed(recipe.seed)
     model = AutoModelForCausalLM.from_config(build_config(spec, len(tok), tok.eos_token_id))
-    cfg = TrainConfig(steps=recipe.steps, lr=spec.lr or recipe.lr, warmup=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio,
+    cfg = TrainConfig(steps=recipe.steps, lr=spec.lr or recipe.lr, warmup=recipe.warmup,
+                      min_lr_ratio=recipe.min_lr_ratio,
                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, eval_every=recipe.eval_every,
                       seed=recipe.seed, checkpoint=str(out.with_name(out.name + ".train-state.pt")),
                       log=lambda row: log(f"{spec.name} {row}"))

@@ -1,5 +1,9 @@
 """Train a small RoPE transformer on position-weighted sparse parity and compare its loss with the
-Bayes risk (seed 001, Section 4.3, Appendix C.4, Table 1).
+Bayes risk (Intrinsic Entropy of Context Length Scaling in LLMs, Section 4.3, Appendix C.4, Table 1).
+
+This module holds the model and its training; the procedure is the ``parity-table`` experiment
+(``ctxlens.experiments.parity_table``), which runs ``train_parity`` once per seed and writes one row
+per context length.
 
 The paper's model (Section 4.3): a 3-layer causal transformer, embedding dimension 208, FFN 832,
 RoPE base 4000, input of 60 context tokens plus one task token; trained on 10M samples for 125
@@ -36,13 +40,11 @@ the paper used 1.25G samples) ends within 0.0053 nats of the Bayes risk at every
 seed 1 within 0.0079 except ctl 40, 0.0103 above. Without the hold, seed 2 was 0.039 above at
 ctl 50 after 30.7M samples and within 0.0055 after 61M.
 
-    python -m ctxlens.zoo.parity_train --out results/parity.json --save results/parity_model --threads 1
+    ctxlens run parity-table --out runs/parity-table --threads 1
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import platform
 import time
@@ -52,6 +54,7 @@ from pathlib import Path
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.papers import cite
 from ctxlens.data.sparse_parity import MASK, SparseParity
 from ctxlens.zoo.trainer import TrainConfig, config_dict, train
 
@@ -74,7 +77,8 @@ class ParitySpec:
     batch: int = 512
     lr: float = 1e-3
     warmup: int = 500
-    weight_decay: float = 0.3  # tasks learned in probes: 0 -> 32 (9M samples), 0.1 -> 72 (20M), 0.3 -> 98 (15M); 1.0 stays at ln 2
+    # tasks learned in probes: 0 -> 32 (9M samples), 0.1 -> 72 (20M), 0.3 -> 98 (15M); 1.0 stays at ln 2
+    weight_decay: float = 0.3
     decay_start: int = 4000  # weight decay from step 0 kept seeds 1 and 3 at ln 2 for 30k+ steps
     eval_every: int = 2000
     train_ctl: int | None = None  # None: the paper's training mixture; an int: train at that ctl only
@@ -85,7 +89,7 @@ class ParitySpec:
     threads: int | None = None  # torch CPU threads; None leaves torch's default
 
     @classmethod
-    def paper(cls, **overrides) -> "ParitySpec":
+    def paper(cls, **overrides) -> ParitySpec:
         """Section 4.3's model size (3 layers, 208 wide, FFN 832, RoPE 4000); 4 heads of 52 is
         this package's choice (the paper gives no head count)."""
         return cls(**{"hidden": 208, "layers": 3, "heads": 4, "ffn": 832, **overrides})
@@ -131,7 +135,7 @@ def last_position_label_logits(model: torch.nn.Module, input_ids: torch.Tensor) 
         last = i == len(m.layers) - 1
         att = layer.self_attn
         h = layer.input_layernorm(x)  # [n, S, d]
-        split = lambda t: t.view(n, t.shape[1], -1, att.head_dim).transpose(1, 2)  # noqa: E731  [n, H, S', hd]
+        split = lambda t: t.view(n, t.shape[1], -1, att.head_dim).transpose(1, 2)  # noqa: E731, B023  [n, H, S', hd]
         q = split(att.q_proj(h[:, -1:] if last else h))  # [n, H, Sq, hd]
         k, v = split(att.k_proj(h)), split(att.v_proj(h))  # [n, H, S, hd]
         sq = q.shape[2]
@@ -217,8 +221,16 @@ def train_parity(spec: ParitySpec | None = None, ctls=TABLE1_CTLS, *, ds: Sparse
     the trained (best-validation) model to with ``save_pretrained``."""
     spec = spec or ParitySpec()
     ds = ds or SparseParity.paper()
+    before = torch.get_num_threads()
     if spec.threads:
         torch.set_num_threads(spec.threads)
+    try:
+        return _train_and_evaluate(spec, ctls, ds, log, save)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train_and_evaluate(spec: ParitySpec, ctls, ds: SparseParity, log, save) -> dict:
     for c in ctls:
         ds.bayes_risk(c)  # validates
     model = build_model(ds, spec)
@@ -235,7 +247,7 @@ def train_parity(spec: ParitySpec | None = None, ctls=TABLE1_CTLS, *, ds: Sparse
         result.model.save_pretrained(save)
     rows = [evaluate_ctl(result.model, ds, c, spec.test_size, seed=base - 2 - c, device=spec.device) for c in ctls]
     return {
-        "paper": "seed 001, Section 4.3 / Appendix C.4, Table 1",
+        "paper": cite("intrinsic-entropy", "Section 4.3, Appendix C.4, Table 1"),
         "dataset": {k: getattr(ds, k) for k in ("n_bits", "tasks_per_bit", "first_max_bit", "alpha",
                                                   "mask_fraction", "min_ctl", "seed")},
         "spec": asdict(spec),
@@ -251,41 +263,3 @@ def train_parity(spec: ParitySpec | None = None, ctls=TABLE1_CTLS, *, ds: Sparse
         "env": {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
                 "threads": torch.get_num_threads()},
     }
-
-
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m ctxlens.zoo.parity_train", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="JSON file to write")
-    p.add_argument("--save", default=None, help="directory to save the trained model to (save_pretrained)")
-    p.add_argument("--paper-size", action="store_true", help="Section 4.3's model size instead of the CPU one")
-    p.add_argument("--ctl", type=int, nargs="*", default=list(TABLE1_CTLS), help="context lengths to evaluate")
-    for f in ("hidden", "layers", "heads", "ffn", "steps", "batch", "warmup", "decay_start", "eval_every", "train_ctl",
-              "val_size", "test_size", "seed", "threads"):
-        p.add_argument("--" + f.replace("_", "-"), type=int, default=None)
-    for f in ("lr", "weight_decay", "init_std", "rope_theta"):
-        p.add_argument("--" + f.replace("_", "-"), type=float, default=None)
-    p.add_argument("--device", default=None)
-    args = p.parse_args(argv)
-    if Path(args.out).is_dir():
-        p.error(f"--out {args.out} is a directory; pass the JSON file to write, e.g. {Path(args.out) / 'parity.json'}")
-    if args.save and Path(args.save).exists() and not Path(args.save).is_dir():
-        p.error(f"--save {args.save} is a file; pass a directory for the model (save_pretrained)")
-    fields = {k: v for k, v in vars(args).items() if k in ParitySpec.__dataclass_fields__ and v is not None}
-    spec = ParitySpec.paper(**fields) if args.paper_size else ParitySpec(**fields)
-
-    def log(row):
-        print(json.dumps({k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-
-    record = train_parity(spec, args.ctl, log=log, save=args.save)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    for r in record["rows"]:
-        print(f"ctl {r['ctl']:3d}  loss {r['loss']:.4f}  bayes {r['bayes_risk']:.4f}  gap {r['gap']:+.4f}  "
-              f"paired {r['paired_gap']:+.4f}")
-    print(f"wrote {out} ({record['seconds']:.0f} s)")
-    return record
-
-
-if __name__ == "__main__":
-    main()

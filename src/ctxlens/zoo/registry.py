@@ -2,9 +2,10 @@
 
 Trained zoo models (``ctxlens.zoo.specs``) are looked up in ``$CTXLENS_HOME/zoo/NAME``
 (default ``~/.cache/ctxlens``; what ``ctxlens zoo train`` writes), then among the checkpoints
-shipped with the package. Built entries (``BUILDERS``) are functions that make a model +
-tokenizer, saved on first use. Either way the result is a ``save_pretrained`` directory that
-loads exactly as a hub checkpoint would.
+shipped with the package, each beside its ``zoo.json`` record (``record``: the recipe, held-out
+loss, ...; only this package reads that format). Built entries (``BUILDERS``) are functions that
+make a model + tokenizer, saved on first use. Either way the result is a ``save_pretrained``
+directory that loads exactly as a hub checkpoint would.
 
 ``random-llama`` is a seeded, randomly initialised tiny llama for smoke runs: its numbers
 say nothing about long context, only that the pipeline works end to end.
@@ -12,6 +13,7 @@ say nothing about long context, only that the pipeline works end to end.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -19,16 +21,10 @@ from pathlib import Path
 
 from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.registry import Registry
 
-BUILDERS: dict[str, Callable[[Path], None]] = {}
-
-
-def register(name: str):
-    def deco(fn: Callable[[Path], None]):
-        BUILDERS[name] = fn
-        return fn
-
-    return deco
+BUILDERS: Registry[Callable[[Path], None]] = Registry("zoo builder")  # name -> fn(out dir) that saves a model
+register = BUILDERS.register
 
 
 def home() -> Path:
@@ -50,6 +46,19 @@ def trained_path(name: str) -> Path | None:
         if (path / "config.json").is_file():
             return path
     return None
+
+
+def record(name: str) -> dict:
+    """The ``zoo.json`` record of trained zoo model ``name`` ({} when it is not trained, or built)."""
+    path = trained_path(name)
+    file = path / "zoo.json" if path is not None else None
+    return json.loads(file.read_text()) if file is not None and file.is_file() else {}
+
+
+def train_length(name: str) -> int | None:
+    """The context length zoo model ``name`` was trained at (its recipe's ``seq_len``); None for built ones."""
+    recipe = record(name).get("recipe") if name not in BUILDERS else None
+    return int(recipe["seq_len"]) if recipe else None
 
 
 def zoo_path(name: str) -> Path:

@@ -78,7 +78,8 @@ class Recipe:
 _D = 128
 SPECS = [
     ZooSpec("rope", "llama", dict(hidden_size=_D, intermediate_size=3 * _D, num_hidden_layers=4, num_attention_heads=4,
-                                  num_key_value_heads=4, head_dim=32, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                                  num_key_value_heads=4, head_dim=32,
+                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
                                   max_position_embeddings=131072),
             "llama-style attention with RoPE (theta 10000)"),
     ZooSpec("alibi", "bloom", dict(hidden_size=_D, n_layer=4, n_head=4), "bloom-style attention with ALiBi"),
@@ -86,16 +87,17 @@ SPECS = [
                                       state_size=32, chunk_size=64), "Mamba-2 state-space model"),
     ZooSpec("mlstm", "xlstm", dict(hidden_size=_D, num_hidden_layers=4, num_heads=4, mode="train", chunk_size=32),
             "xLSTM with mLSTM blocks", lr=1e-3),
-    ZooSpec("griffin", "recurrent_gemma", dict(hidden_size=_D, lru_width=_D, intermediate_size=4 * _D, num_hidden_layers=6,
-                                               num_attention_heads=4, num_key_value_heads=1, head_dim=32,
-                                               attention_window_size=512), "Griffin: RG-LRU recurrence + local attention",
-            lr=1e-3),
+    ZooSpec("griffin", "recurrent_gemma", dict(hidden_size=_D, lru_width=_D, intermediate_size=4 * _D,
+                                               num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=1,
+                                               head_dim=32, attention_window_size=512),
+            "Griffin: RG-LRU recurrence + local attention", lr=1e-3),
     # hybrid: a thin MLP (64) keeps it near a million parameters; chunks of 64 (not 256) keep the
     # reference scan from padding 128-byte windows 2x. In a bare loop on 128-byte copy windows
     # (periods 8-64, as the recipe's) the induction head formed by step ~275 with the attention
     # layer third (index 2; the first layer stays non-attention, as in seed 000 Appendix B) and
     # lr 1e-3; with it seventh (index 6) not by 275, and not by step 750 inside the recipe.
-    ZooSpec("hybrid", "bamba", dict(hidden_size=_D, intermediate_size=_D // 2, num_hidden_layers=12, attn_layer_indices=[2],
+    ZooSpec("hybrid", "bamba", dict(hidden_size=_D, intermediate_size=_D // 2, num_hidden_layers=12,
+                                    attn_layer_indices=[2],
                                     mamba_expand=1, mamba_n_heads=4, mamba_d_head=32, mamba_d_state=16,
                                     mamba_chunk_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=32,
                                     max_position_embeddings=131072),

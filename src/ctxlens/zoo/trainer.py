@@ -64,7 +64,8 @@ def lm_targets(input_ids: torch.Tensor) -> Batch:
 def causal_lm_loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """Mean cross-entropy over scored positions; logits [B, T, V] vs targets [B, T]."""
     logits = model(input_ids=batch["input_ids"], use_cache=False).logits
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["targets"].flatten(), ignore_index=-100)
+    targets = batch["targets"].flatten()  # [n * S]
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets, ignore_index=-100)
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

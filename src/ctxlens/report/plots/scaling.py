@@ -3,7 +3,8 @@
 CE vs visible context with the fitted C0 + C / l^gamma (Section 2.2.2, Eq. 3, Figure 2);
 eigen-spectra per length and CE vs intrinsic entropy / dimension / KDE entropy with linear fits
 (Figures 1, 3, 10, 15); sparse-parity feature dimension vs visible subtasks and CE vs it
-(Appendix J.3, Figures 16-17); optimal context length vs training-set size (Section 3, Figure 4,
+(Appendix J.3, Figures 16-17); a transformer's loss vs the Bayes risk on it (Section 4.3, Table 1);
+optimal context length vs training-set size (Section 3, Figure 4,
 Appendix F Figure 12); accuracy vs visible context with the optimum marked (Appendix A.1, A.3).
 """
 
@@ -172,7 +173,7 @@ def parity_dimension(df, ctx):
     finish(axes[0], "visible subtasks t(l)", "PCA dimension of the feature", "dimension vs visible subtasks")
     draw_lines(axes[1], points, "intrinsic_dimension", "ce", ctx, ["threshold"], linestyle="none", label=False)
     if "bayes_risk" in wide:
-        for (s,), g in groups(wide.sort_values("visible_tasks"), ["series"]):
+        for _, g in groups(wide.sort_values("visible_tasks"), ["series"]):
             axes[1].plot(g["visible_tasks"], g["bayes_risk"], color="0.2", linestyle="--", linewidth=0.8,
                          label="Bayes risk vs t(l)")
             break
@@ -186,6 +187,24 @@ def parity_dimension(df, ctx):
         panel.extra_tables.append(("Linear fit of CE on the dimension, beside the paper's and the Bayes risk's",
                                    fits[keep]))
     return [panel]
+
+
+@plotter("parity-table", title="Sparse parity: a transformer's loss vs the Bayes risk per context length",
+         paper=f"{PAPER} Section 4.3, Appendix C.4, Table 1", metrics=("loss",))
+def parity_table(df, ctx):
+    loss = mean_sem(df, ["series", "ctl"], "loss")
+    bayes = numeric(df, "bayes_risk").groupby("ctl")["bayes_risk"].first()
+    loss["bayes_risk"] = loss["ctl"].map(bayes)
+    loss["gap"] = loss["loss"].astype(float) - loss["bayes_risk"]
+    fig, axes = figure(2, width=3.4, height=2.8)
+    draw_lines(axes[0], loss, "ctl", "loss", ctx, yerr="sem")
+    axes[0].plot(bayes.index, bayes.to_numpy(), color="black", linestyle="--", linewidth=1, label="Bayes risk")
+    finish(axes[0], "context length (bits)", "test loss (nats)", "loss and the minimum possible")
+    draw_lines(axes[1], loss, "ctl", "gap", ctx)
+    axes[1].axhline(0, color="0.5", linewidth=0.8)
+    finish(axes[1], "context length (bits)", "loss - Bayes risk (nats)", "gap (paper: about 0.001)")
+    return [Panel("parity-table", "Test loss at each context length beside the exact Bayes risk (Table 1)", fig,
+                  loss, "Error bars: standard error over training seeds.")]
 
 
 # ------------------------------------------------------------------------------- optimal length
