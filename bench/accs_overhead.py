@@ -21,9 +21,9 @@ from transformers import AutoModelForCausalLM
 
 from ctxlens.core.timing import timed
 from ctxlens.experiments import accs_layers, make_config
-from ctxlens.probes import suffix as sx
 from ctxlens.lm import from_model
 from ctxlens.lm.tiny import tiny_config
+from ctxlens.probes import suffix as sx
 
 
 def main(argv=None) -> list[dict]:

@@ -25,7 +25,6 @@ import argparse
 import torch
 
 from ctxlens.core.timing import timed_value as timed
-
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 

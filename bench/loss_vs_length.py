@@ -21,10 +21,9 @@ import argparse
 import statistics
 
 import torch
-
-from ctxlens.core.timing import timed as _timed
 from transformers import AutoModelForCausalLM
 
+from ctxlens.core.timing import timed as _timed
 from ctxlens.experiments import loss_vs_length as E
 from ctxlens.experiments.base import make_config
 from ctxlens.lm import from_model

@@ -21,7 +21,6 @@ import ctxlens.zoo.parity_train as pt
 from ctxlens.core.timing import timed
 from ctxlens.data.sparse_parity import SparseParity
 
-
 PATHS = {
     "transformers forward": lambda model, ids: model(input_ids=ids).logits[:, -1],  # [n, V]
     "last-position forward": pt.last_position_label_logits,

@@ -8,12 +8,12 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.data.periodic import periodic_sequence, sample_seed
-from ctxlens.probes import suffix as sx
-from ctxlens.findings.accs import PLATEAU_THRESHOLD, depth_trend, plateau, spearman
-from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.accs_length import periodic_windows
 from ctxlens.experiments.anisotropy_compression import equal_count_bins
 from ctxlens.experiments.collapse_modes import rank_edges
+from ctxlens.findings.accs import PLATEAU_THRESHOLD, depth_trend, plateau, spearman
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 
 IDS = torch.arange(1000, 1100).repeat(3, 1)  # [3, 100], distinct tokens per row
 

@@ -8,11 +8,12 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.probes.perturb import Shuffle
 from ctxlens.lm import from_model
 from ctxlens.lm.families import FAMILIES
 from ctxlens.metrics.geometry import anisotropy
+from ctxlens.probes.perturb import Shuffle
 from tests.conftest import build_lm, build_model
+
 
 @pytest.fixture(autouse=True)
 def _one_thread():

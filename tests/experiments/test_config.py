@@ -8,7 +8,15 @@ import pytest
 
 from ctxlens import CtxlensError
 from ctxlens.core.options import (
-    Fraction, NonEmpty, NonNegativeInt, Percent, PositiveFloat, PositiveFraction, PositiveInt, at_least, option_help,
+    Fraction,
+    NonEmpty,
+    NonNegativeInt,
+    Percent,
+    PositiveFloat,
+    PositiveFraction,
+    PositiveInt,
+    at_least,
+    option_help,
 )
 from ctxlens.experiments import experiments, get_experiment
 from ctxlens.experiments.base import make_config

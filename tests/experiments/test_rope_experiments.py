@@ -14,16 +14,16 @@ from transformers import AutoModelForCausalLM
 from ctxlens import CtxlensError
 from ctxlens.data.sources import open_source, token_windows
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.findings import positional as findings
-from ctxlens.probes.extrapolation import applied, parse_transform, train_length
-from ctxlens.probes.qk import scan
 from ctxlens.experiments.head_masking import masked_heads, masking
 from ctxlens.experiments.rope_dim_ablation import pairs_of
 from ctxlens.experiments.rope_dims import sample_pairs
+from ctxlens.findings import positional as findings
 from ctxlens.lm import from_model
 from ctxlens.lm.families import FAMILIES
 from ctxlens.lm.selfextend import self_extend
 from ctxlens.metrics.rope import dominant_dimension, rope_pair_contributions, spearman
+from ctxlens.probes.extrapolation import applied, parse_transform, train_length
+from ctxlens.probes.qk import scan
 from ctxlens.zoo.tokenizer import byte_tokenizer
 from tests.conftest import build_lm, build_model
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.tasks import generate, get_task
 from ctxlens.tasks import dataset as ds
+from ctxlens.tasks import generate, get_task
 from ctxlens.tasks.export import export
 from ctxlens.tasks.render import frame_for
 

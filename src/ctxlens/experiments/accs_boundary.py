@@ -16,12 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import Fraction, NonEmpty, PositiveInt, option, Layers
-from ctxlens.probes import suffix as sx
+from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
-    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+    DEMO_GEOMETRY,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Smoke,
+    T,
+    register,
+    summary,
 )
+from ctxlens.probes import suffix as sx
 
 
 @dataclass

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxlens.core.options import Fraction, PositiveInt, option, Layers
-from ctxlens.probes import suffix as sx
+from ctxlens.core.options import Fraction, Layers, PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, DemoStep, Smoke, T, register, summary
+from ctxlens.probes import suffix as sx
 
 
 @dataclass

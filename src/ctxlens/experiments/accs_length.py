@@ -20,16 +20,22 @@ from dataclasses import dataclass
 
 import torch
 
-from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
 from ctxlens.data.periodic import periodic_sequence, sample_seed
-from ctxlens.probes import suffix as sx
-from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
-    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+    DEMO_GEOMETRY,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Smoke,
+    T,
+    register,
+    summary,
 )
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
 
 
 @dataclass

@@ -21,14 +21,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, DemoStep, Smoke, T, register, summary
+from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary
-from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 
 @dataclass

@@ -27,15 +27,22 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import (
+    DEMO_GEOMETRY,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Smoke,
+    T,
+    register,
+    summary,
+)
+from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_hidden
 from ctxlens.probes.perturb import Shuffle
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
-)
 from ctxlens.probes.windows import cut_windows
-from ctxlens.metrics.geometry import AnisotropyAccumulator
 
 Condition = typing.Literal["base", "shuffled", "long"]
 CONDITIONS = typing.get_args(Condition)

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxlens.core.options import PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, curve_rows
 from ctxlens.probes.positional_heads import distance_sums
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import PositiveInt, option
 
 
 @dataclass

@@ -21,14 +21,13 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated
 
-
-from ctxlens.core.options import Count, Fraction, NonEmpty, option, PositiveInt, Layers
+from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
 from ctxlens.probes.perplexity import window_nll
 from ctxlens.probes.positional_heads import ranked_heads
 

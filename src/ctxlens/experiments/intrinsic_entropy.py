@@ -34,10 +34,9 @@ from typing import Annotated
 
 import torch
 
-from ctxlens.core.options import between, MAX_COUNT, option, PositiveFraction, PositiveInt
+from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
-from ctxlens.probes.source import LengthSweepOptions
+from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
     CovarianceAccumulator,
@@ -46,6 +45,7 @@ from ctxlens.metrics.spectrum import (
     intrinsic_entropy,
     kde_entropy,
 )
+from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
 
 

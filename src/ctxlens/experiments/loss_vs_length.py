@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import Count, option, PositiveInt
-from ctxlens.probes.source import LengthSweepOptions
+from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_power_law
+from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
 
 

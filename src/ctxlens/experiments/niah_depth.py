@@ -9,16 +9,15 @@ sentence or line boundary nearest the depth in tokens; rows record target and re
 
 from __future__ import annotations
 
-from ctxlens.tasks.base import TooShort
-
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples, needle_options
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
 from ctxlens.tasks import get_task
+from ctxlens.tasks.base import TooShort
 
 
 @dataclass

@@ -8,15 +8,14 @@ is RULER's noise haystack (one sentence group repeated), ``essay`` running prose
 
 from __future__ import annotations
 
-from ctxlens.tasks.base import TooShort
-
 import typing
 from dataclasses import dataclass
 
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples, needle_options
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
+from ctxlens.tasks.base import TooShort
 
 Haystack = typing.Literal["essay", "repeat", "needle"]
 HAYSTACKS = {"essay": "essay", "repeat": "noise", "needle": "needle"}  # this experiment's name -> the task's

@@ -56,7 +56,13 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import (
-    Finite, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, between, option,
+    Finite,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    between,
+    option,
 )
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment

@@ -43,10 +43,10 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, between, option
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
-from ctxlens.core.options import between, option, PositiveFloat, PositiveFraction, PositiveInt
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP

@@ -10,15 +10,14 @@ unit is a (gamma, fraction) batch; rows record the golden document's distance to
 
 from __future__ import annotations
 
-from ctxlens.tasks.base import TooShort
-
 import typing
 from dataclasses import dataclass
 
 from ctxlens.core.options import NonNegativeFloat, PositiveFraction, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.tasks.base import TooShort
 
 
 @dataclass

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
+from ctxlens.core.options import PositiveInt, between, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_ROPE, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import n_selected
 from ctxlens.probes.positional_heads import ranked_heads
-from ctxlens.core.options import PositiveInt, between, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
 
 
 @dataclass

@@ -10,7 +10,16 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.papers import PAPERS
 from ctxlens.core.registry import Registry
 from ctxlens.experiments.base import (  # noqa: F401  (the declaration's vocabulary, for experiment modules)
-    DEMO_GEOMETRY, DEMO_ROPE, DEMO_TASK, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Experiment, Smoke, summary,
+    DEMO_GEOMETRY,
+    DEMO_ROPE,
+    DEMO_TASK,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Experiment,
+    Smoke,
+    T,
+    summary,
 )
 
 

@@ -24,17 +24,16 @@ from typing import Annotated
 
 import torch
 
-from ctxlens.core.options import Layers
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
+from ctxlens.lm.selfextend import zero_pairs_edit
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length
-from ctxlens.probes.qk import LayerQK, chunk_size, scan
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import Count, NonEmpty, NonNegativeInt, option, PositiveInt
-from ctxlens.lm.selfextend import zero_pairs_edit
 from ctxlens.probes.perplexity import window_nll
+from ctxlens.probes.qk import LayerQK, chunk_size, scan
 
 Measure = typing.Literal["loss", "attention", "dominant"]
 MEASURES = typing.get_args(Measure)

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.options import PositiveInt, option
+from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.registry import DEMO_ROPE, DemoStep, Smoke, T, register, summary
+from ctxlens.metrics.rope import top_pair_counts
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, scan
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, T, DemoStep, Smoke, register, summary
-from ctxlens.core.options import PositiveInt, option
-from ctxlens.metrics.rope import top_pair_counts
 
 
 @dataclass

@@ -24,12 +24,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import Fraction, NonEmpty, PositiveFloat, PositiveInt, option, Layers
-from ctxlens.probes import suffix as sx
+from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
-    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+    DEMO_GEOMETRY,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Smoke,
+    T,
+    register,
+    summary,
 )
+from ctxlens.probes import suffix as sx
 from ctxlens.probes.passkey import needle_accuracy
 from ctxlens.probes.perplexity import suffix_perplexity
 

@@ -10,15 +10,14 @@ effective length (``ctxlens.tasks.scoring.effective_length`` with ``threshold``)
 
 from __future__ import annotations
 
-from ctxlens.tasks.base import TooShort
-
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.tasks import RULER_TASKS, get_task
+from ctxlens.tasks.base import TooShort
 from ctxlens.tasks.scoring import THRESHOLD
 
 

@@ -13,12 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.probes import suffix as sx
-from ctxlens.probes.perplexity import suffix_perplexity
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
-    DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, DemoStep, Smoke, register, summary,
+    DEMO_GEOMETRY,
+    EXTRAPOLATE,
+    SMOKE_SEQUENCES,
+    DemoStep,
+    Smoke,
+    T,
+    register,
+    summary,
 )
+from ctxlens.probes import suffix as sx
+from ctxlens.probes.perplexity import suffix_perplexity
 
 
 @dataclass

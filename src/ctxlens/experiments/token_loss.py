@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import source_windows
 

@@ -10,15 +10,14 @@ takes the optimal length per task from the rows (``ctxlens.tasks.scoring.optimal
 
 from __future__ import annotations
 
-from ctxlens.tasks.base import TooShort
-
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveFraction, PositiveInt, option
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_TASK, T, DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.tasks import get_task
+from ctxlens.tasks.base import TooShort
 
 
 @dataclass

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.probes.qk import LayerQK, chunk_size, scan
 from ctxlens.metrics.rope import dominant_dimension, spearman
+from ctxlens.probes.qk import LayerQK, chunk_size, scan
 
 RankBy = typing.Literal["abs", "positive", "negative"]  # |rho|, or signed rho
 RANK_BY = typing.get_args(RankBy)

@@ -19,8 +19,8 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
-from ctxlens.probes.windows import source_windows
 from ctxlens.probes.source import SourceOptions
+from ctxlens.probes.windows import source_windows
 
 
 @dataclass

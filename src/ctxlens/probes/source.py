@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, option, PositiveInt
+from ctxlens.core.options import Count, PositiveInt, option
 
 
 @dataclass

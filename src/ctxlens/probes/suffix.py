@@ -21,10 +21,10 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.probes.perturb import Shuffle
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.probes.windows import Windows, source_windows
 from ctxlens.metrics.geometry import AccsAccumulator
+from ctxlens.probes.perturb import Shuffle
+from ctxlens.probes.windows import Windows, source_windows
 
 Stream = typing.Literal["residual", "block"]
 STREAMS = typing.get_args(Stream)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
-from ctxlens.tasks.base import Sample
 from ctxlens.tasks.backends import Backend, backend_for
+from ctxlens.tasks.base import Sample
 from ctxlens.tasks.render import Template
 from ctxlens.tasks.scoring import score
 

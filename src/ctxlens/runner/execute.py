@@ -33,8 +33,7 @@ from tqdm.auto import tqdm
 from ctxlens.core.env import environment
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
-from ctxlens.runner import dist
-from ctxlens.runner import lock
+from ctxlens.runner import dist, lock
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
 
 log = logging.getLogger(__name__)
