@@ -19,9 +19,10 @@ from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError, suggest
 
-CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options", "fingerprints")  # fingerprints: read, not used
-MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision",
-                 "rope_theta", "rope_scaling", "allow_extrapolation", "rope_layers")
+# fingerprints: read, not used
+CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options", "fingerprints")
+MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code",
+                 "revision", "rope_theta", "rope_scaling", "allow_extrapolation", "rope_layers")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,19 +34,22 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("-h", "--help", action="store_true", help="show this help and, with EXPERIMENT, its options")
     r.set_defaults(run_help=r.format_help)
     r.add_argument("experiment", nargs="?", help="experiment name (see `ctxlens experiments`)")
-    r.add_argument("--model", action="append", default=None, help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME; repeatable")
+    r.add_argument("--model", action="append", default=None,
+                   help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME; repeatable")
     r.add_argument("--out", help="run directory")
     r.add_argument("--config", help="YAML file with the same options")
     r.add_argument("--dtype", help="float32 | bfloat16 | float16 | auto")
     r.add_argument("--device", help="cpu | cuda | cuda:N")
-    r.add_argument("--device-map", help="auto (accelerate placement across devices), a device, or JSON {module: device}")
+    r.add_argument("--device-map",
+                   help="auto (accelerate placement across devices), a device, or JSON {module: device}")
     r.add_argument("--offload-folder", help="folder for the weights a device map offloads to 'disk'")
     r.add_argument("--attn-implementation", help="sdpa (default) | eager | flash_attention_2 ...")
     r.add_argument("--trust-remote-code", action="store_true", default=None, help="allow model code from the hub")
     r.add_argument("--revision", help="hub revision")
     r.add_argument("--rope-theta", type=float, help="override the RoPE base")
     r.add_argument("--rope-scaling", help='RoPE scaling as JSON, e.g. \'{"rope_type": "yarn", "factor": 4}\'')
-    r.add_argument("--rope-layers", help="layers --rope-theta/--rope-scaling change on models with a RoPE per layer type "
+    r.add_argument("--rope-layers",
+                   help="layers --rope-theta/--rope-scaling change on models with a RoPE per layer type "
                    "(Gemma 3): global (default), sliding, all, or a layer type")
     r.add_argument("--allow-extrapolation", action="store_true", default=None,
                    help="allow lengths beyond the model's configured positions")
@@ -147,7 +151,8 @@ def _read_yaml(path: str) -> dict:
     for key in data:
         if key not in CONFIG_KEYS:
             raise CtxlensError(
-                f"Unknown key '{key}' in '{path}'.{suggest(str(key), CONFIG_KEYS)} Known keys: {', '.join(CONFIG_KEYS)}."
+                f"Unknown key '{key}' in '{path}'.{suggest(str(key), CONFIG_KEYS)} "
+                f"Known keys: {', '.join(CONFIG_KEYS)}."
             )
     return data
 
@@ -160,7 +165,9 @@ def _cmd_run(args, extra: list[str]) -> int:
     if args.help:
         return _run_help(args, experiment)
     if not experiment:
-        raise CtxlensError("No experiment named; give one, e.g. `ctxlens run token-loss --model zoo:random-llama --out runs/x`.")
+        raise CtxlensError(
+            "No experiment named; give one, e.g. `ctxlens run token-loss --model zoo:random-llama --out runs/x`."
+        )
     models = args.model or cfg.get("models") or ([cfg["model"]] if cfg.get("model") else [])
     if isinstance(models, str):
         models = [models]
@@ -171,7 +178,9 @@ def _cmd_run(args, extra: list[str]) -> int:
     model_options = dict(cfg.get("model_options") or {})
     for key in model_options:
         if key not in MODEL_OPTIONS:
-            raise CtxlensError(f"Unknown model option '{key}'.{suggest(key, MODEL_OPTIONS)} Known: {', '.join(MODEL_OPTIONS)}.")
+            raise CtxlensError(
+                f"Unknown model option '{key}'.{suggest(key, MODEL_OPTIONS)} Known: {', '.join(MODEL_OPTIONS)}."
+            )
     for key in MODEL_OPTIONS:
         value = getattr(args, key, None)
         if value is not None:
@@ -180,7 +189,9 @@ def _cmd_run(args, extra: list[str]) -> int:
         try:
             model_options["rope_scaling"] = json.loads(model_options["rope_scaling"])
         except json.JSONDecodeError:
-            raise CtxlensError("--rope-scaling must be JSON, e.g. '{\"rope_type\": \"linear\", \"factor\": 2}'.") from None
+            raise CtxlensError(
+                "--rope-scaling must be JSON, e.g. '{\"rope_type\": \"linear\", \"factor\": 2}'."
+            ) from None
     store = run(experiment, models, out, options, model_options, progress=not args.no_progress)
     from ctxlens.runner.store import read_rows
 
@@ -255,16 +266,18 @@ def _cmd_zoo(args) -> int:
         root = Path(args.out) if args.out else home() / "zoo"
         for name in args.names or list(ZOO):
             rec = train_zoo_model(get_spec(name), root / name, recipe)
-            print(f"{name}: held-out {rec['val_loss']:.3f} nats (unigram {rec['unigram_baseline']:.3f}) -> {root / name}")
+            print(f"{name}: held-out {rec['val_loss']:.3f} nats "
+                  f"(unigram {rec['unigram_baseline']:.3f}) -> {root / name}")
         return 0
     rows = []
     for name, spec in ZOO.items():
         path = trained_path(name)
         rec = record(name)
+        retrieval = " ".join(f"{r['distance_bytes']}:{r['accuracy']:.2f}" for r in rec.get("retrieval", []))
         rows.append({"name": name, "family": spec.family, "params": rec.get("params", "-"),
                      "val_loss": f"{rec['val_loss']:.3f}" if rec else "not trained",
                      "unigram": f"{rec['unigram_baseline']:.3f}" if rec else "-",
-                     "retrieval": " ".join(f"{r['distance_bytes']}:{r['accuracy']:.2f}" for r in rec.get("retrieval", [])) or "-",
+                     "retrieval": retrieval or "-",
                      "where": str(path) if path else "-"})
     for name in BUILDERS:
         built = (home() / "zoo" / name / "config.json").is_file()
