@@ -17,7 +17,8 @@ model spec is ``parity-mlp`` (the default: ``ctxlens run parity-dimension --out 
 
 Defaults are a CPU-sized version of the task (16 bits, one subtask per farther bit from bit 4 on:
 12 subtasks; about 15 s of training on one CPU thread). With them, at training seeds 0-7, the
-smallest relative eigenvalue of a visible subtask stayed >= 0.08 and every other one <= 0.036. ``alpha = 0`` gives every subtask the same frequency, the
+smallest relative eigenvalue of a visible subtask stayed >= 0.08 and every other one <= 0.036.
+``alpha = 0`` gives every subtask the same frequency, the
 "uniform information gain" of Appendix J.1 under which CE is exactly linear in t(l); the
 paper's frequency law (``alpha = 1.15``) makes the loss per dimension differ by subtask.
 The threshold 0.05 is the 1/20 the paper quotes from earlier work (Appendix J.2).
@@ -99,7 +100,9 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     """``lm`` is the model spec string, which must be ``parity-mlp`` (see the module docstring)."""
     if lm != "parity-mlp":
-        raise CtxlensError(f"parity-dimension trains its own model; use --model parity-mlp (or no --model), not '{lm}'.")
+        raise CtxlensError(
+            f"parity-dimension trains its own model; use --model parity-mlp (or no --model), not '{lm}'."
+        )
     if unit["stage"] == "fit":
         return _fit_rows(config, [_measure(config, c, cache) for c in config.visible_lengths()])
     m = _measure(config, unit["length"], cache)

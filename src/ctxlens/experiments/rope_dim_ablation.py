@@ -13,7 +13,7 @@ Measures per (transform, ablation, length):
   layer), chunked over queries;
 - ``dominant``: dominant dimension vs distance of the ablated model (removed pairs left out of
   the softmax): correlation and curve rows as in ``dominant-dimension``.
-"""
+"""  # noqa: E501 -- line 1 is the one-line summary `ctxlens experiments` shows (base.summary)
 
 from __future__ import annotations
 

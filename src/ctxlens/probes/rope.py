@@ -66,7 +66,8 @@ class HeadOptions(DominantOptions):
 
 def units(config) -> list[dict]:
     """One unit per (transform, length)."""
-    return [{"transform": t, "length": length, "seed": config.seed} for t in config.transforms for length in config.lengths]
+    return [{"transform": t, "length": length, "seed": config.seed}
+            for t in config.transforms for length in config.lengths]
 
 
 def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: int | None = None) -> torch.Tensor:

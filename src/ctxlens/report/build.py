@@ -298,7 +298,7 @@ def _runs(runs: list[Run]) -> h.Raw:
     envs: dict[str, list[Run]] = {}
     for r in runs:
         envs.setdefault(json.dumps(r.env, sort_keys=True, default=str), []).append(r)
-    for key, members in envs.items():
+    for members in envs.values():
         env = members[0].env
         which = "every run" if len(envs) == 1 else ", ".join(r.name for r in members)
         parts += [h.el("h3", f"Environment of {which}"),

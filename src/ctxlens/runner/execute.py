@@ -58,7 +58,8 @@ class ModelOptions:
     rope_layers: str | None = None
 
 
-_UNTYPED = ("device_map", "rope_scaling")  # "auto" / a device / {module: device}; a dict: the loader and lm.rope check them
+# device_map: "auto" / a device / {module: device}; rope_scaling: a dict. The loader and lm.rope check them.
+_UNTYPED = ("device_map", "rope_scaling")
 
 
 def parse_model_options(raw: dict) -> dict:

@@ -1,7 +1,8 @@
 """RULER common words extraction (``cwe``): name the 10 words repeated most often in a numbered list.
 
-The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 15) and the intrinsic-entropy paper
-("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figures A.3-1/2) report it.
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 15) and
+the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3,
+Figures A.3-1/2) report it.
 As RULER (``scripts/data/synthetic/common_words_extraction.py``; 120-token budget): 10 common
 words appear 30 times and every other word 3 times (6 and 1 below 4096 tokens), shuffled and
 numbered ``1. word 2. word ...``; one solved example (40 words repeated 10/3 times, or 20 words

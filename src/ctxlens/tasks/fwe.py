@@ -1,7 +1,8 @@
 """RULER frequent words extraction (``fwe``): name the three most frequent coded words.
 
-The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 16) and the intrinsic-entropy paper
-("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figure A.3-1) report it.
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 16) and
+the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3,
+Figure A.3-1) report it.
 As RULER (``scripts/data/synthetic/freq_words_extraction.py``; 50-token budget, alpha 2): a
 vocabulary of ``(L - budget) // 50`` random 6-letter words is ranked at random, the word of rank
 k appears ``floor(N k^-alpha / zeta(alpha))`` times, rank 1 is replaced by the noise word ``...``,

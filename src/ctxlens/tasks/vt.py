@@ -1,7 +1,8 @@
 """RULER variable tracking (``vt``): find every variable bound to a value through a chain of assignments.
 
-The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 14) and the intrinsic-entropy paper
-("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3, Figure A.3-1) report it.
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Table 14) and
+the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3,
+Figure A.3-1) report it.
 As RULER (``scripts/data/synthetic/variable_tracking.py``; 1 chain of 4 hops, noise haystack,
 30-token budget): a chain ``VAR A = 12345``, ``VAR B = VAR A``, ... of 5-letter upper-case names
 is hidden line by line in the noise haystack, in order, and the answer is all names of the first

@@ -110,7 +110,7 @@ def rope_theta_sweep(df, ctx):
     present = [v for v in views if not data[col(data, "measure") == v[0]].empty]
     fig, axes = figure(max(1, len(present)))
     tables = []
-    for i, (ax, (measure, value, ylabel, coords)) in enumerate(zip(axes, present)):
+    for ax, (measure, value, ylabel, coords) in zip(axes, present):
         rows = data[data["measure"] == measure].copy()
         if measure == "needle":
             rows[value] = rows[value] * 100
@@ -142,7 +142,7 @@ def collapse_modes(df, ctx):
     data["rank"] = np.sqrt(data["rank_low"] * data["rank_high"])
     conditions = list(dict.fromkeys(data["condition"]))
     fig, axes = figure(len(conditions), sharey=True)
-    for i, (ax, cond) in enumerate(zip(axes, conditions)):
+    for ax, cond in zip(axes, conditions):
         rows = data[data["condition"] == cond]
         for j, ((series,), g) in enumerate(groups(rows, ["series"])):
             g = g.sort_values("rank")
