@@ -70,15 +70,18 @@ def test_config_file_equals_flags(tmp_path):
     assert strip(read_rows(tmp_path / "y")) == strip(read_rows(tmp_path / "f"))
 
 
+_RUN_ZOO = ["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}"]
+
+
 @pytest.mark.parametrize("argv,message", [
     (["run", "token-los", "--model", "zoo:random-llama", "--out", "{out}"], "Did you mean 'token-loss'"),
     (["run", "token-loss", "--model", "./missing-model", "--out", "{out}"], "does not exist"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--n-samples", "abc"], "must be int"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--lengths", "-4"], "must be positive"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--lengths", "9000"], "at most 4096 positions"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--lenghts", "5"], "Did you mean 'lengths'"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--source", "nope.txt"], "nope.txt"),
-    (["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}", "--rope-scaling", "{bad"], "must be JSON"),
+    ([*_RUN_ZOO, "--n-samples", "abc"], "must be int"),
+    ([*_RUN_ZOO, "--lengths", "-4"], "must be positive"),
+    ([*_RUN_ZOO, "--lengths", "9000"], "at most 4096 positions"),
+    ([*_RUN_ZOO, "--lenghts", "5"], "Did you mean 'lengths'"),
+    ([*_RUN_ZOO, "--source", "nope.txt"], "nope.txt"),
+    ([*_RUN_ZOO, "--rope-scaling", "{bad"], "must be JSON"),
     (["run", "token-loss", "--out", "{out}"], "No model given"),
 ])
 def test_errors_are_one_sentence_and_exit_2(tmp_path, capsys, argv, message):
@@ -115,7 +118,8 @@ def test_changed_options_in_an_existing_run_fail_and_keep_results(tmp_path, caps
 
 
 def test_process_exit_status_and_debug_traceback(tmp_path):
-    cmd = [sys.executable, "-m", "ctxlens", "run", "token-loss", "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "r")]
+    cmd = [sys.executable, "-m", "ctxlens", "run", "token-loss",
+           "--model", str(tmp_path / "nope"), "--out", str(tmp_path / "r")]
     plain = subprocess.run(cmd, capture_output=True, text=True)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr
     assert plain.stderr.strip().count("\n") == 0

@@ -94,7 +94,8 @@ def test_the_fit_unit_recomputes_after_a_resume():
     config = _config(lengths=[2, 4, 8, 16])
     full, _ = _run_all(lm, config)
     resumed = E.run(lm, config, E.plan(config)[-1], {})  # fresh cache: nothing measured in this process
-    assert resumed == [{k: v for k, v in r.items() if k not in ("stage", "source")} for r in full if r["stage"] == "fit"]
+    fit_rows = [r for r in full if r["stage"] == "fit"]
+    assert resumed == [{k: v for k, v in r.items() if k not in ("stage", "source")} for r in fit_rows]
 
 
 @pytest.mark.parametrize("family", ["mamba2", "gpt2", "recurrent_gemma", "xlstm", "bamba"])

@@ -19,7 +19,8 @@ ARGS = ["--sizes", ",".join(map(str, SIZES)), "--lengths", ",".join(map(str, LEN
 
 def _law_bayes_risk(ctl: int, n_bits=20, first=2, alpha=1.15) -> float:
     """Closed form for one task per farther bit m in first..n_bits-1, frequency ∝ m ** -alpha:
-    the tasks with m >= ctl are coin flips (ln 2), the others are determined (the intrinsic-entropy paper, Section 4.2)."""
+    the tasks with m >= ctl are coin flips (ln 2), the others are determined
+    (the intrinsic-entropy paper, Section 4.2)."""
     w = {m: m ** -alpha for m in range(first, n_bits)}
     return math.log(2) * sum(v for m, v in w.items() if m >= ctl) / sum(w.values())
 

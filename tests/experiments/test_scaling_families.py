@@ -1,5 +1,5 @@
-"""``loss-vs-length`` and ``intrinsic-entropy`` (the intrinsic-entropy paper, Section 2.2.2, Appendix C) on a tiny random
-config of every supported family: rows are tidy, finite, and the loss at the longest visible length
+"""``loss-vs-length`` and ``intrinsic-entropy`` (the intrinsic-entropy paper, Section 2.2.2, Appendix C) on a tiny
+random config of every supported family: rows are tidy, finite, and the loss at the longest visible length
 equals the model's own cross-entropy on that window (an independent truth from full logits)."""
 
 import math

@@ -18,7 +18,8 @@ RUNS = {
     "token-loss": (["--lengths", "16", "--n-samples", "2"], ["nll", "ppl"]),
     "accs-layers": (["--lengths", "64", "--n-sequences", "2", "--suffix-len", "8"], ["self_sim", "anisotropy", "accs"]),
     "loss-vs-length": (["--lengths", "4,8", "--n-samples", "2"], ["ce", "value"]),
-    "intrinsic-entropy": (["--lengths", "4,8", "--n-samples", "16", "--entropy-n", "2", "--eigen-rows", "2"], ["value"]),
+    "intrinsic-entropy": (["--lengths", "4,8", "--n-samples", "16", "--entropy-n", "2", "--eigen-rows", "2"],
+                          ["value"]),
     "suffix-ppl": (["--lengths", "64", "--n-sequences", "2", "--suffix-len", "8"], ["nll", "ppl"]),
 }
 

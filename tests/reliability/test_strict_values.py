@@ -39,7 +39,7 @@ def _bool_options():
     for exp_name, exp in sorted(experiments().items()):
         hints = typing.get_type_hints(exp.Config)
         for f in dataclasses.fields(exp.Config):
-            if hints[f.name] in (bool, bool | None, typing.Optional[bool]):
+            if hints[f.name] in (bool, bool | None):  # bool | None == Optional[bool]: both spellings match
                 yield exp_name, f.name
 
 
