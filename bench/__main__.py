@@ -109,7 +109,8 @@ def table(rows: list[dict]) -> str:
     text_cols = 3
 
     def fmt(row):
-        return "  ".join(str(c).ljust(w) if i < text_cols else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        cells = enumerate(zip(row, widths))
+        return "  ".join(str(c).ljust(w) if i < text_cols else str(c).rjust(w) for i, (c, w) in cells)
 
     rule = "-" * len(fmt(header))
     return "\n".join([fmt(header), rule, *(fmt(r) for r in body)])
@@ -150,7 +151,8 @@ def main(argv=None) -> int:
     rows, failed, t0 = [], [], time.perf_counter()
     for name in names:
         got, seconds, error = run_bench(name, bench_argv(name, args), args.verbose)
-        print(f"  {name}: {len(got)} figures in {seconds:.0f} s{' FAILED' if error else ''}", file=sys.stderr, flush=True)
+        print(f"  {name}: {len(got)} figures in {seconds:.0f} s{' FAILED' if error else ''}",
+              file=sys.stderr, flush=True)
         rows += got
         if error:
             failed.append((name, error))

@@ -65,12 +65,12 @@ def main(argv=None) -> list[dict]:
             batch = windows[b0:b0 + args.batch]
             batches += [batch, shuffle.apply(batch, list(range(b0, b0 + batch.shape[0])), cfg.seed)]
 
-        def bare():
+        def bare(batches=batches):  # defaults bind this iteration's values (B023)
             with torch.inference_mode():
                 for ids in batches:
                     lm.base_forward(ids)
 
-        def accs():
+        def accs(cfg=cfg, unit=unit, cache=cache):
             accs_layers.run(lm, cfg, unit, cache)
 
         b, a = [], []

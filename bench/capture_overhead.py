@@ -51,11 +51,11 @@ def main(argv=None) -> list[dict]:
         ids = torch.randint(0, config.vocab_size, (1, n), device=args.device)
         suffix = list(range(n - 64, n))
 
-        def bare():
+        def bare(ids=ids):  # defaults bind this iteration's values (B023)
             with torch.inference_mode():
                 lm.base_forward(ids)
 
-        def capture():
+        def capture(ids=ids, suffix=suffix):
             lm.capture(ids, residual="all", positions=suffix, qk=[args.layers // 2], query_positions=suffix)
 
         bare(), capture()  # warm-up

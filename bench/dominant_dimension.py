@@ -33,7 +33,8 @@ def _model(args):
 
     torch.manual_seed(0)
     config = tiny_config("llama", hidden_size=args.hidden, intermediate_size=4 * args.hidden,
-                         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=max(1, args.heads // 4),
+                         num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                         num_key_value_heads=max(1, args.heads // 4),
                          head_dim=args.hidden // args.heads, max_position_embeddings=1 << 17)
     model = AutoModelForCausalLM.from_config(config).to(args.device, getattr(torch, args.dtype))
     return from_model(model)

@@ -128,8 +128,8 @@ def main(argv=None) -> list[dict]:
         experiment(u), bare(u)  # warm-up
         t_exp, t_bare = [], []
         for _ in range(repeats):  # interleaved, so drift hits both alike
-            t_bare.append(_timed(lambda: bare(u), args.device))
-            t_exp.append(_timed(lambda: experiment(u), args.device))
+            t_bare.append(_timed(lambda u=u: bare(u), args.device))  # u=u binds this iteration's unit (B023)
+            t_exp.append(_timed(lambda u=u: experiment(u), args.device))
         me, mb = statistics.median(t_exp), statistics.median(t_bare)
         total_exp, total_bare = total_exp + me, total_bare + mb
         print(f"  length {u['length']:>6}: experiment {me:.4f} s, bare forward {mb:.4f} s, ratio {me / mb:.3f}")
