@@ -71,7 +71,7 @@ def _recording(name: str, fn: Callable) -> Callable:
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
 
     attention.__name__ = f"ctxlens_{name}_attention"
-    attention._ctxlens_wraps = fn
+    attention._ctxlens_wraps = fn  # type: ignore[attr-defined]  # a marker on a function object: not declarable
     return attention
 
 

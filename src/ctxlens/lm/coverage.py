@@ -28,6 +28,7 @@ import copy
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -101,7 +102,7 @@ class Builder:
         self._build = build or (lambda **kw: tiny_any.build_tiny(model_type, seed=seed, **kw))
         self.state = self._build().state_dict()
 
-    def model(self, **config_overrides) -> torch.nn.Module:
+    def model(self, **config_overrides) -> transformers.PreTrainedModel:
         """A new model of the same weights (config overrides go to the tiny config)."""
         m = self._build(**config_overrides)
         m.load_state_dict(self.state)
@@ -148,7 +149,8 @@ def check_token_loss(b: Builder, ids: torch.Tensor) -> Check:
 # -- residual after the mixer --------------------------------------------------------------------------
 def mlp_children(block: torch.nn.Module) -> list[torch.nn.Module]:
     """The block's MLP / FFN / MoE branches (direct children), found by attribute or class name."""
-    out, linears = [], []
+    out: list[torch.nn.Module] = []
+    linears: list[torch.nn.Module] = []
     for name, child in block.named_children():
         cls = type(child).__name__
         if "Attention" in cls or "Norm" in cls:
@@ -338,7 +340,7 @@ def check_qk(b: Builder, ids: torch.Tensor) -> Check:
 # -- head masking vs zeroed output-projection columns ----------------------------------------------------
 def _zero_head_columns(proj: torch.nn.Module, head: int, n_heads: int) -> None:
     """Zero the weights that read head ``head`` of the projection's input."""
-    w = proj.weight  # Linear: [out, in]; GPT-2's Conv1D: [in, out]
+    w = cast(torch.Tensor, proj.weight)  # Linear: [out, in]; GPT-2's Conv1D: [in, out]
     conv1d = type(proj).__name__ == "Conv1D"
     width = (w.shape[0] if conv1d else w.shape[1]) // n_heads
     with torch.no_grad():

@@ -43,7 +43,7 @@ class Family:
     kind: str  # transformer | ssm | recurrent | hybrid
     position: str  # rope | alibi | learned | none (SSM / recurrence)
     layers: str  # dotted path from the *ForCausalLM module to the nn.ModuleList of blocks
-    resid: str | tuple[str, ...] | Callable[[object], str]  # see docstring; callable: config -> mode; tuple: per layer
+    resid: str | tuple[str, ...] | Callable[[Any], str]  # see docstring; callable: config -> mode; tuple: per layer
     attn: str | None = None  # attribute of the attention module inside a block (absent on SSM blocks)
     out_proj: str | None = None  # attribute of the output projection inside the attention module
     interface: bool = False  # attention goes through transformers' AttentionInterface

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -43,6 +44,9 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import attention as attn_fn
 from ctxlens.lm.families import Family
 from ctxlens.lm.model import LM, config_int, submodule
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 PROBE_LEN = 12
 ATOL = 1e-4  # relative to the scale of the compared tensors, in float32
@@ -71,7 +75,7 @@ def layer_count(config) -> int | None:
     return None
 
 
-def find_layers(model: nn.Module) -> str:
+def find_layers(model: PreTrainedModel) -> str:
     """Dotted path of the block list: the shallowest ModuleList with one entry per layer."""
     want = layer_count(model.config)
     lists = [(n.count("."), -len(m), n) for n, m in model.named_modules()
@@ -119,7 +123,8 @@ def projection_shape(module: nn.Module) -> tuple[int, int] | None:
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
-        return tuple(module.weight.shape)
+        weight = cast(torch.Tensor, module.weight)  # [in, out]
+        return weight.shape[0], weight.shape[1]
     return None
 
 
@@ -144,7 +149,7 @@ def mlp_branches(block: nn.Module, d_model: int, prefix: str = "") -> list[str]:
     return found or [a for a, c in children if isinstance(c, nn.Linear) and c.out_features == d_model]
 
 
-def find_decoder(model: nn.Module) -> str | None:
+def find_decoder(model: PreTrainedModel) -> str | None:
     """Path of the decoder when transformers' ``base_model`` is the whole model (llama4_text)."""
     if model.base_model is not model:
         return None
@@ -174,7 +179,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
         float((a - b).abs().max()) <= tol * max(1.0, float(b.abs().max()))
 
 
-def decoder(model: nn.Module) -> nn.Module:
+def decoder(model: PreTrainedModel) -> nn.Module:
     path = find_decoder(model)
     return model.get_submodule(path) if path else model.base_model
 
@@ -320,7 +325,7 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
     common = [c for c in passing[0] if all(c in p for p in passing)]
     if common:  # one read point for every layer, the closest over all of them
         return min(common, key=lambda c: max(p[c] for p in passing)), None
-    return tuple(min(p, key=p.get) for p in passing), None
+    return tuple(min(p, key=p.__getitem__) for p in passing), None
 
 
 def _pair_first(out) -> torch.Tensor:
@@ -416,7 +421,7 @@ def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -
 def check_head_mask(lm, layer: int, ids: torch.Tensor) -> str | None:
     """None when masking heads equals zeroing their output-projection columns, else why not."""
     proj = lm.out_proj(layer)
-    n_in = projection_shape(proj)[0]
+    n_in = cast("tuple[int, int]", projection_shape(proj))[0]  # a found out_proj has a shape (find_out_proj)
     if n_in % lm.n_heads:
         return f"its output projection takes {n_in} inputs, not a whole number per each of {lm.n_heads} heads."
     heads = sorted({0, lm.n_heads - 1})
@@ -441,7 +446,7 @@ def inv_freq_of(rotary: nn.Module, layer_type: str | None = None) -> torch.Tenso
     """[n_pairs] inverse frequencies of a rotary module (per layer type where it keeps several)."""
     if layer_type and torch.is_tensor(getattr(rotary, f"{layer_type}_inv_freq", None)):
         return getattr(rotary, f"{layer_type}_inv_freq")
-    return rotary.inv_freq if torch.is_tensor(getattr(rotary, "inv_freq", None)) else None
+    return cast(torch.Tensor, rotary.inv_freq) if torch.is_tensor(getattr(rotary, "inv_freq", None)) else None
 
 
 def _inv_freq_buffers(model: nn.Module) -> list[tuple[nn.Module, str]]:
@@ -565,7 +570,8 @@ def infer_family(model) -> Family:
     resid, why = _attempt(check_residual, model, blocks, attn, ids)
     if why:
         refused["residual"] = why
-    named = {i: submodule(b, attn) for i, b in enumerate(blocks) if _is_attention(submodule(b, attn) or nn.Identity())}
+    found_attn = {i: submodule(b, attn) for i, b in enumerate(blocks)}
+    named = {i: m for i, m in found_attn.items() if m is not None and _is_attention(m)}
     recording = _attempt(recording_modules, model, list(named.values()), ids)
     recording = recording if isinstance(recording, list) else []
     attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))

@@ -7,6 +7,8 @@ so peak memory holds ``chunk x vocab`` logits instead of ``seq x vocab``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 
 
@@ -21,7 +23,8 @@ def nll_from_hidden(
     """hidden [batch, n, d_model], targets [batch, n] -> nats [batch, n] (float32)."""
     b, n, _ = hidden.shape
     # at least 4 chunks, so a short input never holds its logits and their log-softmax at once
-    chunk = chunk or min(chunk_size(head.weight.shape[0], b), max(1, -(-n // 4)))
+    vocab = cast(torch.Tensor, head.weight).shape[0]  # LM head weight [vocab, d_model]
+    chunk = chunk or min(chunk_size(vocab, b), max(1, -(-n // 4)))
     out = torch.empty(b, n, dtype=torch.float32, device=hidden.device)
     for s in range(0, n, chunk):
         logits = head(hidden[:, s : s + chunk])  # [batch, chunk, vocab]

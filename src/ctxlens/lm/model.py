@@ -9,6 +9,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 
@@ -134,7 +135,7 @@ class LM:
         return sorted(out)
 
     def out_proj(self, layer: int) -> torch.nn.Module:
-        return self.attention(layer).get_submodule(self.family.out_proj)
+        return self.attention(layer).get_submodule(cast(str, self.family.out_proj))  # set where heads are masked
 
     @property
     def head_dim(self) -> int:
@@ -230,7 +231,7 @@ class LM:
     def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """The base model (no LM head) over [batch, seq] ids; returns its output object, whose
         ``last_hidden_state`` [batch, seq, d_model] is what the LM head reads."""
-        kwargs = {"use_cache": False}
+        kwargs: dict[str, bool | torch.Tensor] = {"use_cache": False}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask.to(self.device)
         out = self.decoder(input_ids=input_ids, **kwargs)

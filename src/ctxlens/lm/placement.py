@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 AUTO_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
@@ -84,7 +88,7 @@ def execution_device(module: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def input_device(model: torch.nn.Module) -> torch.device:
+def input_device(model: PreTrainedModel) -> torch.device:
     """The device token ids go to: the input embedding's execution device."""
     return execution_device(model.get_input_embeddings())
 

@@ -18,6 +18,7 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
@@ -38,7 +39,7 @@ def layer_window(lm, module) -> int | None:
 
 
 @functools.cache
-def _passes_softcap(cls: type) -> bool | None:
+def _passes_softcap(cls: type[torch.nn.Module]) -> bool | None:
     """Whether ``cls.forward`` hands ``softcap=`` to its attention function (gemma2 does; gemma3
     keeps ``attn_logit_softcapping`` in its config but does not apply it); None if unreadable."""
     try:
@@ -47,10 +48,11 @@ def _passes_softcap(cls: type) -> bool | None:
         return None
 
 
-def layer_softcap(lm, module) -> float | None:
+def layer_softcap(lm, module: torch.nn.Module) -> float | None:
     """The attention-logit soft-cap ``module`` applies, or None."""
     cap = getattr(module, "attn_logit_softcapping", getattr(text_config(lm.model), "attn_logit_softcapping", None))
-    return cap if cap and _passes_softcap(type(module)) is not False else None
+    # ignore: mypy checks a type[...] against Hashable with the instances' unbound __hash__; classes hash fine
+    return cap if cap and _passes_softcap(type(module)) is not False else None  # type: ignore[arg-type]
 
 
 @dataclass
@@ -103,7 +105,8 @@ class QKView:
         """[KVH, L, d] the layer's keys moved to their SelfExtend grouped positions (computed once)."""
         if self._k_grouped is None:
             pos = torch.arange(self.k.shape[1], device=self.k.device)
-            self._k_grouped = _se.rotate(self.k, self.selfextend.key_positions(pos) - pos, self.inv_freq,
+            se = cast(_se.SelfExtend, self.selfextend)  # only called with SelfExtend on (logits)
+            self._k_grouped = _se.rotate(self.k, se.key_positions(pos) - pos, self.inv_freq,
                                          self.layout, self.rotary_dims)
         return self._k_grouped
 

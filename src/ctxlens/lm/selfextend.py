@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
@@ -104,7 +105,7 @@ def _weighted(p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 class _Override:
     """What ``ctxlens-positional`` does for one attention module."""
 
-    model: object  # the *ForCausalLM (a plain reference: not registered as a submodule)
+    model: torch.nn.Module  # the *ForCausalLM (a plain reference: not registered as a submodule)
     layout: str
     rotary_dims: int
     selfextend: SelfExtend | None = None
@@ -136,7 +137,7 @@ def _selfextend_attention(module, query, key, value, attention_mask, ov: _Overri
     dev = query.device
     qpos_all, kpos = torch.arange(k_len - q_len, k_len, device=dev), torch.arange(k_len, device=dev)
     scaling = d ** -0.5 if scaling is None else scaling
-    inv_freq, se = ov.inv_freq(), ov.selfextend
+    inv_freq, se = ov.inv_freq(), cast(SelfExtend, ov.selfextend)  # set: the caller checked
     k_grouped = rotate(key, se.key_positions(kpos) - kpos, inv_freq, ov.layout, ov.rotary_dims)
     out = torch.empty(b, h, q_len, value.shape[-1], dtype=value.dtype, device=dev)
     chunk = max(1, WORK_BYTES // (4 * 4 * b * h * k_len))
