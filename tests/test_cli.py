@@ -25,7 +25,7 @@ def test_run_writes_config_env_and_correct_rows(tmp_path):
     assert [(r["length"], r["sample"]) for r in rows] == [(16, 0), (16, 1), (32, 0), (32, 1)]
     assert all(r["model"] == "zoo:random-llama" and r["experiment"] == "token-loss" for r in rows)
     cfg = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())
-    assert cfg["experiment"] == "token-loss" and cfg["options"]["lengths"] == "16,32"
+    assert cfg["experiment"] == "token-loss" and cfg["options"]["lengths"] == [16, 32]  # stored parsed
     assert "torch" in (tmp_path / "r" / "env.json").read_text()
     # independent truth: naive cross-entropy from full logits of the same windows
     lm = ctxlens.load("zoo:random-llama")

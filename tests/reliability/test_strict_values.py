@@ -95,3 +95,47 @@ def test_option_given_twice_is_an_error(tmp_path, capsys):
                  "--lengths", "8", "--lengths", "16"]) == 2
     assert "given twice" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("digits", ["١٢٨", "１２８", "१२८"])
+def test_non_ascii_digits_are_refused(digits, tmp_path, capsys):
+    assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(tmp_path / "r"), "--no-progress",
+                 "--lengths", digits]) == 2
+    assert "Option 'lengths' must be" in capsys.readouterr().err
+    with pytest.raises(CtxlensError, match="must be"):
+        make_config(experiments()["token-loss"].Config, {"n_samples": digits})
+
+
+def test_config_stores_parsed_values_and_a_resume_compares_them(tmp_path, capsys):
+    import yaml
+
+    out = tmp_path / "r"
+    argv = ["run", "token-loss", "--model", "zoo:random-llama", "--out", str(out), "--no-progress", "--n-samples", "1"]
+    assert main([*argv, "--lengths", "16"]) == 0
+    assert yaml.safe_load((out / "config.yaml").read_text())["options"] == {"n_samples": 1, "lengths": [16]}
+    before = (out / "results.jsonl").read_bytes()
+    assert main([*argv, "--lengths", "016"]) == 0  # the same length, written differently: a resume
+    assert main([*argv, "--lengths", "16", "--seed", "0"]) == 0  # the default, given: the same run
+    assert (out / "results.jsonl").read_bytes() == before
+    assert main([*argv, "--lengths", "17"]) == 2
+    assert "lengths: [16] -> [17]" in capsys.readouterr().err
+
+
+def test_a_run_that_stored_strings_still_resumes(tmp_path):
+    out = tmp_path / "r"
+    argv = ["run", "token-loss", "--model", "zoo:random-llama", "--out", str(out), "--no-progress",
+            "--n-samples", "1", "--lengths", "16,24"]
+    assert main(argv) == 0
+    config = (out / "config.yaml").read_text()
+    (out / "config.yaml").write_text(config.replace("n_samples: 1", "n_samples: '1'"))  # as older versions wrote
+    assert main(argv) == 0
+
+
+def test_errors_echo_a_bounded_part_of_a_value(tmp_path, capsys):
+    huge = "x" * 1_000_000
+    assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(tmp_path / "r"), "--no-progress",
+                 "--n-samples", huge]) == 2
+    assert len(capsys.readouterr().err) < 500
+    assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(tmp_path / "r"), "--no-progress",
+                 f"--{huge}", "1"]) == 2
+    assert len(capsys.readouterr().err) < 2000

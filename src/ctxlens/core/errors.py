@@ -14,8 +14,19 @@ class CtxlensError(Exception):
     """A problem with the user's input, model or environment, stated with its fix."""
 
 
+ECHO = 80  # most characters of a user's value an error message repeats
+
+
+def clip(value, limit: int = ECHO) -> str:
+    """``repr(value)`` cut to ``limit`` characters, marked when cut: for echoing input in errors."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def suggest(name: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean X?' for the closest choice, or '' when nothing is close."""
+    if len(name) > 4 * ECHO:  # nothing registered is that long, and matching it would cost seconds
+        return ""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f" Did you mean '{close[0]}'?" if close else ""
 
@@ -24,5 +35,5 @@ def unknown(kind: str, name: str, choices: Iterable[str]) -> CtxlensError:
     """Error for an unknown registry name, with the closest match and the full list."""
     choices = sorted(choices)
     return CtxlensError(
-        f"Unknown {kind} '{name}'.{suggest(name, choices)} Choose one of: {', '.join(choices)}."
+        f"Unknown {kind} {clip(name)}.{suggest(name, choices)} Choose one of: {', '.join(choices)}."
     )

@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable
 from typing import Annotated
 
-from ctxlens.core.errors import CtxlensError, suggest
+from ctxlens.core.errors import CtxlensError, clip, suggest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,10 +97,12 @@ def _scalar(name: str, value, typ):
         if typ is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError
+            _ascii_number(value)
             return int(value)
         if typ is float:
             if isinstance(value, bool):
                 raise ValueError
+            _ascii_number(value)
             return float(value)
         if typ is str:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
@@ -111,6 +113,12 @@ def _scalar(name: str, value, typ):
     else:
         return value
     raise _bad(name, value, getattr(typ, "__name__", str(typ)))
+
+
+def _ascii_number(value) -> None:
+    """Python's int() and float() read any script's digits ('١٢٨' is 128); options take ASCII only."""
+    if isinstance(value, str) and not value.strip().isascii():
+        raise ValueError
 
 
 def _choice(name: str, value, choices: tuple):
@@ -124,11 +132,11 @@ def _choice(name: str, value, choices: tuple):
     names = [str(c) for c in choices]
     close = difflib.get_close_matches(value, names, n=1, cutoff=0.5) if isinstance(value, str) else []
     fix = f"did you mean '{close[0]}'?" if close else "fix its value."
-    raise CtxlensError(f"Option '{name}' must be one of {', '.join(names)}, got {value!r}; {fix}")
+    raise CtxlensError(f"Option '{name}' must be one of {', '.join(names)}, got {clip(value)}; {fix}")
 
 
 def _bad(name: str, value, what: str) -> CtxlensError:
-    return CtxlensError(f"Option '{name}' must be {what}, got {value!r}; fix its value.")
+    return CtxlensError(f"Option '{name}' must be {what}, got {clip(value)}; fix its value.")
 
 
 def make_config(cls: type, options: dict):
@@ -140,7 +148,7 @@ def make_config(cls: type, options: dict):
         name = key.replace("-", "_")
         if name not in fields:
             raise CtxlensError(
-                f"Unknown option {key!r}.{suggest(name, fields)} Known options: {', '.join(sorted(fields))}."
+                f"Unknown option {clip(key)}.{suggest(name, fields)} Known options: {', '.join(sorted(fields))}."
             )
         values[name] = _coerce(key, value, hints[name])
     config = cls(**values)

@@ -11,14 +11,6 @@ import yaml
 
 from ctxlens.core.errors import CtxlensError
 
-ECHO = 80  # most characters of a user's value an error message repeats
-
-
-def clip(value, limit: int = ECHO) -> str:
-    """``repr(value)`` cut to ``limit`` characters, marked when cut: for echoing input in errors."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
 
 class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):

@@ -39,7 +39,7 @@ from ctxlens.runner.store import RunStore, check_config, check_ours, committed_u
 log = logging.getLogger(__name__)
 
 LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
-COMPARE_KEYS = ("experiment", "options", "model_options")  # a resume must match these; models may grow
+COMPARE_KEYS = ("experiment", "model_options")  # a resume must match these (and the parsed options); models may grow
 
 
 @dataclass
@@ -127,6 +127,27 @@ class _Writer:
             self.store.write_config(config, compare_keys=COMPARE_KEYS)
 
 
+def _same_options(out: Path, exp, config) -> None:
+    """Raise if ``out`` holds a run of ``exp`` whose options, parsed, differ from ``config``: values
+    compare as parsed ('0256' and 256 are one length; an option left at its default equals it
+    given), so runs that stored the command line's strings resume as before."""
+    from ctxlens.core.errors import CtxlensError
+
+    old = read_config(out) or {}
+    if old.get("experiment") != exp.name:
+        return  # nothing stored, or a different experiment: check_config has said so
+    try:
+        before = make_config(exp.Config, old.get("options") or {})
+    except CtxlensError as err:
+        raise CtxlensError(f"{out}/config.yaml holds options this version cannot read ({err}); use a new --out "
+                           "directory.") from None
+    diffs = [f"{f.name}: {getattr(before, f.name)} -> {getattr(config, f.name)}"
+             for f in dataclasses.fields(config) if getattr(before, f.name) != getattr(config, f.name)]
+    if diffs:
+        raise CtxlensError(f"{out} already holds a run with a different configuration ({'; '.join(diffs)[:400]}); "
+                           "use a new --out directory or the same options.")
+
+
 def _same_weights(out: Path, spec: str, lm) -> str:
     """The loaded model's fingerprint, after checking it against the one the run recorded for
     ``spec`` (weights replaced under the same name must not mix two models' rows)."""
@@ -182,9 +203,11 @@ def run(
         raise CtxlensError("No model given; pass --model SPEC (a hub id, a local directory or zoo:NAME).")
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the run.")
+    options = {k.replace("-", "_"): getattr(config, k.replace("-", "_")) for k in options}  # stored parsed
     run_cfg = run_config(experiment, models, options, model_options)
     check_ours(out)
     check_config(out, run_cfg, compare_keys=COMPARE_KEYS)
+    _same_options(out, exp, config)
     shard = dist.from_env()
     lock.check_free(out, shard.rank if shard.sharded else None)
     load_options = {k: model_options[k] for k in LOAD_KEYS if model_options.get(k) is not None}
