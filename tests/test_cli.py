@@ -9,7 +9,8 @@ import yaml
 
 import ctxlens
 from ctxlens.cli import main
-from ctxlens.data.sources import open_source, token_windows
+from ctxlens.data.sources import open_source
+from ctxlens.data.windows import token_windows
 from ctxlens.runner import read_rows
 
 ARGS = ["--lengths", "16,32", "--n-samples", "2", "--no-progress"]

@@ -12,7 +12,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from ctxlens import CtxlensError
-from ctxlens.data.sources import open_source, token_windows
+from ctxlens.data.sources import open_source
+from ctxlens.data.windows import token_windows
 from ctxlens.experiments import get_experiment, make_config
 from ctxlens.experiments.head_masking import masked_heads, masking
 from ctxlens.experiments.rope_dim_ablation import pairs_of

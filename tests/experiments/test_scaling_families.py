@@ -39,7 +39,8 @@ def test_scaling_experiments_on_every_family(family):
 @pytest.mark.parametrize("family", ["llama", "mamba2", "gpt2", "recurrent_gemma"])
 def test_longest_visible_length_matches_full_logits(family):
     """With l = the whole window, the scored loss is transformers' own loss of the last token."""
-    from ctxlens.data.sources import open_source, token_windows
+    from ctxlens.data.sources import open_source
+    from ctxlens.data.windows import token_windows
     from ctxlens.experiments.loss_vs_length import Config, plan, run
 
     lm = build_lm(family)

@@ -9,7 +9,8 @@ import time
 import tracemalloc
 
 from ctxlens.cli import main
-from ctxlens.data.sources import open_source, token_windows
+from ctxlens.data.sources import open_source
+from ctxlens.data.windows import token_windows
 from ctxlens.zoo.tokenizer import byte_tokenizer
 
 

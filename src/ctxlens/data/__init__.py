@@ -7,8 +7,8 @@ from ctxlens.data.sources import (
     RandomSource,
     TextSource,
     open_source,
-    token_windows,
 )
+from ctxlens.data.windows import token_windows
 
 __all__ = [
     "TEXT_EXTENSIONS",

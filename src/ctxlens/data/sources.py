@@ -1,4 +1,4 @@
-"""Text sources for the experiments, and the fixed-length token windows cut from them.
+"""Text sources for the experiments: the kinds of source, and opening one from its spec.
 
 A source is named by one string (``spec``):
 
@@ -11,22 +11,19 @@ A source is named by one string (``spec``):
   (``ctxlens.data.corpus``): an endless, deterministic stream of its documents; SPLIT is
   train, validation (the default) or test, SEED an integer (default 0).
 
-Documents are always streamed in a deterministic order, one at a time, and
-``token_windows`` tokenizes only as many of them as it needs.
+Documents are always streamed in a deterministic order, one at a time. Reading the local
+files is ``ctxlens.data.files``; cutting token windows from a source is ``ctxlens.data.windows``.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.data import corpus
+from ctxlens.data.files import _field, _non_empty, _read_file, _read_txt
 
 __all__ = [
     "TEXT_EXTENSIONS",
@@ -36,13 +33,11 @@ __all__ = [
     "RandomSource",
     "BuiltinSource",
     "open_source",
-    "token_windows",
 ]
 
 TEXT_EXTENSIONS = (".txt", ".jsonl", ".parquet")
 _SOURCE_KINDS = (".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID, builtin "
                  "or random")
-_PARQUET_BATCH_ROWS = 1024
 
 
 # --------------------------------------------------------------------------------------
@@ -247,244 +242,3 @@ def _split_hub_spec(spec: str, rest: str) -> tuple[str, str | None]:
     if Path(dataset_id).expanduser().is_dir():
         dataset_id = str(Path(dataset_id).expanduser())
     return dataset_id, config or None
-
-
-# --------------------------------------------------------------------------------------
-# Reading local files (one document at a time)
-# --------------------------------------------------------------------------------------
-
-
-def _read_file(path: Path, text_field: str) -> Iterator[str | None]:
-    suffix = path.suffix.lower()
-    if suffix == ".txt":
-        return iter([_read_txt(path)[0]])
-    if suffix == ".jsonl":
-        return _read_jsonl(path, text_field)
-    return _read_parquet(path, text_field)
-
-
-def _read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
-    """The text of a .txt file and whether it was cut: with ``budget``, at most that many bytes,
-    ending at the last newline within them (so a 2 GB file is not read whole for 4K tokens)."""
-    with open(path, "rb") as f:
-        data = f.read() if budget is None else f.read(budget + 1)
-    cut = budget is not None and len(data) > budget
-    if cut:
-        data = data[:budget]
-        data = data[: data.rfind(b"\n") + 1] or data
-    try:
-        if b"\x00" in data:
-            raise UnicodeError("NUL byte")
-        return data.decode("utf-8-sig", errors="strict" if not cut else "ignore"), cut
-    except UnicodeError:
-        raise CtxlensError(
-            f"Text file '{path}' is binary or not UTF-8 text; convert it to UTF-8 or remove "
-            "it from the source."
-        ) from None
-
-
-def _read_jsonl(path: Path, text_field: str) -> Iterator[str | None]:
-    with path.open(encoding="utf-8-sig") as lines:
-        try:
-            for number, line in enumerate(lines, start=1):
-                if line.strip():
-                    record = _parse_json_line(path, number, line)
-                    yield _field(record, text_field, where=f"'{path}' line {number}")
-        except UnicodeDecodeError:
-            raise CtxlensError(
-                f"JSON lines file '{path}' is not UTF-8 text; convert it to UTF-8 or remove "
-                "it from the source."
-            ) from None
-
-
-def _parse_json_line(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise CtxlensError(
-            f"'{path}' line {number} is not valid JSON ({exc.msg}); fix the line or remove it."
-        ) from None
-    if not isinstance(obj, dict):
-        raise CtxlensError(
-            f"'{path}' line {number} holds a JSON {type(obj).__name__}, not an object; write "
-            "one JSON object per line."
-        )
-    return obj
-
-
-def _read_parquet(path: Path, text_field: str) -> Iterator[str | None]:
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pyarrow.ArrowException, OSError) as exc:
-        raise CtxlensError(
-            f"'{path}' is not a readable Parquet file ({exc}); rewrite it or remove it from "
-            "the source."
-        ) from None
-    with parquet:
-        names = parquet.schema_arrow.names
-        if text_field not in names:
-            raise _missing_field(f"'{path}'", text_field, names)
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=[text_field]):
-            for row in batch.column(0).to_pylist():
-                yield _check_text(row, text_field, where=f"'{path}'")
-
-
-def _field(record: dict[str, Any], text_field: str, *, where: str) -> str | None:
-    """``record[text_field]`` as text (None when null), with errors that name the fields."""
-    if text_field not in record:
-        raise _missing_field(where, text_field, record.keys())
-    return _check_text(record[text_field], text_field, where=where)
-
-
-def _check_text(value: Any, text_field: str, *, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise CtxlensError(
-        f"Field '{text_field}' in {where} holds a {type(value).__name__}, not text; pass "
-        "text_field naming a text column."
-    )
-
-
-def _missing_field(where: str, text_field: str, names: Iterable[str]) -> CtxlensError:
-    names = sorted(names)
-    listed = ", ".join(f"'{n}'" for n in names) if names else "none"
-    return CtxlensError(
-        f"{where} has no field '{text_field}' (fields: {listed}); pass text_field naming "
-        "the column that holds the text."
-    )
-
-
-def _non_empty(texts: Iterable[str | None]) -> Iterator[str]:
-    """Drop null, empty and whitespace-only documents."""
-    return (text for text in texts if text is not None and text.strip())
-
-
-# --------------------------------------------------------------------------------------
-# Token windows
-# --------------------------------------------------------------------------------------
-
-
-def token_windows(
-    source: TextSource,
-    tokenizer: Any,
-    length: int,
-    n: int,
-    *,
-    seed: int = 0,
-    vocab_size: int | None = None,
-) -> torch.LongTensor:
-    """``n`` windows of exactly ``length`` token ids: a LongTensor of shape [n, length].
-
-    Text sources: the documents are tokenized in order (no special tokens) and joined with
-    the tokenizer's eos id between documents (when it has one); the windows are the
-    consecutive, non-overlapping ``length``-token slices of that stream. Only as many
-    documents as needed are read. ``seed`` and ``vocab_size`` are not used.
-
-    The ``random`` source: uniform ids in [0, vocab_size) from a ``torch.Generator`` seeded
-    with the seed of ``random:SEED``, or with ``seed`` for plain ``random``; no tokenizer
-    is needed.
-    """
-    _check_count("length", length)
-    _check_count("n", n)
-    if isinstance(source, RandomSource):
-        _check_machine(n, length)
-        return _random_windows(source, length, n, seed=seed, vocab_size=vocab_size)
-    if tokenizer is None:
-        raise CtxlensError(
-            "The model has no tokenizer, so text sources cannot be used; save a tokenizer "
-            "with the model or use the random source for token-level analyses."
-        )
-    _check_machine(n, length)
-    ids = _token_stream(source, tokenizer, needed=n * length)  # [>= n * length]
-    if ids.numel() < n * length:
-        raise _not_enough_tokens(source, ids.numel(), length, n)
-    return ids[: n * length].view(n, length).clone()  # [n, length], not sharing the tail
-
-
-def _is_count(value: Any) -> bool:
-    """True for a whole number >= 1 (bools excluded)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
-def _check_count(name: str, value: Any) -> None:
-    if not _is_count(value):
-        raise CtxlensError(
-            f"{name} must be a whole number of at least 1, got {value!r}; pass a positive {name}."
-        )
-
-
-def _random_windows(
-    source: RandomSource, length: int, n: int, *, seed: int, vocab_size: int | None
-) -> torch.LongTensor:
-    if not _is_count(vocab_size):
-        raise CtxlensError(
-            f"The random source needs the model's vocabulary size, got vocab_size="
-            f"{vocab_size!r}; pass vocab_size as a positive whole number."
-        )
-    generator = torch.Generator().manual_seed(source.seed if source.seed is not None else seed)
-    return torch.randint(0, vocab_size, (n, length), generator=generator, dtype=torch.long)
-
-
-BYTES_PER_TOKEN_READ = 64  # a .txt file is read 64 bytes per needed token at first (tokens average ~4)
-
-
-def _check_machine(n: int, length: int) -> None:
-    """Refuse, before any work, windows whose token ids alone would not fit in this machine's memory."""
-    need = n * length * 8  # int64 ids
-    try:
-        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return
-    if need > have // 4:
-        raise CtxlensError(
-            f"{n} windows of {length} tokens need {need / 2**30:.1f} GiB for their token ids alone, more than "
-            f"this machine can give (memory {have / 2**30:.1f} GiB); use fewer or shorter windows."
-        )
-
-
-def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
-    """The eos-joined token ids of the first documents, stopping once ``needed`` exist.
-
-    Returns a flat LongTensor of shape [total], total >= needed unless the source ran out.
-    A ``FileSource`` reads .txt files only in part (``BYTES_PER_TOKEN_READ`` per needed token),
-    widening the part until enough tokens come out or the whole file was read; the cut lies far
-    past the last token used, so the ids kept are those of the whole file.
-    """
-    if not isinstance(source, FileSource):
-        return _token_stream_once(source, tokenizer, needed=needed)
-    source.byte_budget = needed * BYTES_PER_TOKEN_READ
-    try:
-        while True:
-            ids = _token_stream_once(source, tokenizer, needed=needed)
-            if not source.cut or ids.numel() >= 2 * needed:  # the cut is past twice what is used
-                return ids
-            source.byte_budget *= 4
-    finally:
-        source.byte_budget = None
-
-
-def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
-    eos = getattr(tokenizer, "eos_token_id", None)
-    chunks: list[torch.Tensor] = []
-    total = 0
-    for index, document in enumerate(source.documents()):
-        if index > 0 and eos is not None:
-            chunks.append(torch.tensor([eos], dtype=torch.long))
-            total += 1
-        ids = tokenizer.encode(document, add_special_tokens=False, verbose=False)
-        chunks.append(torch.tensor(ids, dtype=torch.long))
-        total += len(ids)
-        if total >= needed:
-            break
-    return torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.long)
-
-
-def _not_enough_tokens(source: TextSource, total: int, length: int, n: int) -> CtxlensError:
-    return CtxlensError(
-        f"Text source '{source.spec}' holds only {total // length} windows of {length} tokens "
-        f"({total} tokens in all) but {n} were requested; use a bigger source or a smaller "
-        "n or length."
-    )

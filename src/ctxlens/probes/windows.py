@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ctxlens.data.sources import open_source, token_windows
+from ctxlens.data.sources import open_source
+from ctxlens.data.windows import token_windows
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""Fixed-length token windows cut from a text source: ``token_windows``.
+
+The documents of a source are tokenized in order and joined with the tokenizer's eos id, and
+the windows are consecutive ``length``-token slices of that stream; only as many documents
+(and, for a ``.txt`` file, only as many bytes) are read as the windows need. The ``random``
+source gives uniform random token ids instead. Requests whose token ids alone would not fit
+in memory are refused before any work.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.data.sources import FileSource, RandomSource, TextSource
+
+__all__ = ["token_windows"]
+
+
+def token_windows(
+    source: TextSource,
+    tokenizer: Any,
+    length: int,
+    n: int,
+    *,
+    seed: int = 0,
+    vocab_size: int | None = None,
+) -> torch.LongTensor:
+    """``n`` windows of exactly ``length`` token ids: a LongTensor of shape [n, length].
+
+    Text sources: the documents are tokenized in order (no special tokens) and joined with
+    the tokenizer's eos id between documents (when it has one); the windows are the
+    consecutive, non-overlapping ``length``-token slices of that stream. Only as many
+    documents as needed are read. ``seed`` and ``vocab_size`` are not used.
+
+    The ``random`` source: uniform ids in [0, vocab_size) from a ``torch.Generator`` seeded
+    with the seed of ``random:SEED``, or with ``seed`` for plain ``random``; no tokenizer
+    is needed.
+    """
+    _check_count("length", length)
+    _check_count("n", n)
+    if isinstance(source, RandomSource):
+        _check_machine(n, length)
+        return _random_windows(source, length, n, seed=seed, vocab_size=vocab_size)
+    if tokenizer is None:
+        raise CtxlensError(
+            "The model has no tokenizer, so text sources cannot be used; save a tokenizer "
+            "with the model or use the random source for token-level analyses."
+        )
+    _check_machine(n, length)
+    ids = _token_stream(source, tokenizer, needed=n * length)  # [>= n * length]
+    if ids.numel() < n * length:
+        raise _not_enough_tokens(source, ids.numel(), length, n)
+    return ids[: n * length].view(n, length).clone()  # [n, length], not sharing the tail
+
+
+def _is_count(value: Any) -> bool:
+    """True for a whole number >= 1 (bools excluded)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_count(name: str, value: Any) -> None:
+    if not _is_count(value):
+        raise CtxlensError(
+            f"{name} must be a whole number of at least 1, got {value!r}; pass a positive {name}."
+        )
+
+
+def _random_windows(
+    source: RandomSource, length: int, n: int, *, seed: int, vocab_size: int | None
+) -> torch.LongTensor:
+    if not _is_count(vocab_size):
+        raise CtxlensError(
+            f"The random source needs the model's vocabulary size, got vocab_size="
+            f"{vocab_size!r}; pass vocab_size as a positive whole number."
+        )
+    generator = torch.Generator().manual_seed(source.seed if source.seed is not None else seed)
+    return torch.randint(0, vocab_size, (n, length), generator=generator, dtype=torch.long)
+
+
+BYTES_PER_TOKEN_READ = 64  # a .txt file is read 64 bytes per needed token at first (tokens average ~4)
+
+
+def _check_machine(n: int, length: int) -> None:
+    """Refuse, before any work, windows whose token ids alone would not fit in this machine's memory."""
+    need = n * length * 8  # int64 ids
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have // 4:
+        raise CtxlensError(
+            f"{n} windows of {length} tokens need {need / 2**30:.1f} GiB for their token ids alone, more than "
+            f"this machine can give (memory {have / 2**30:.1f} GiB); use fewer or shorter windows."
+        )
+
+
+def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
+    """The eos-joined token ids of the first documents, stopping once ``needed`` exist.
+
+    Returns a flat LongTensor of shape [total], total >= needed unless the source ran out.
+    A ``FileSource`` reads .txt files only in part (``BYTES_PER_TOKEN_READ`` per needed token),
+    widening the part until enough tokens come out or the whole file was read; the cut lies far
+    past the last token used, so the ids kept are those of the whole file.
+    """
+    if not isinstance(source, FileSource):
+        return _token_stream_once(source, tokenizer, needed=needed)
+    source.byte_budget = needed * BYTES_PER_TOKEN_READ
+    try:
+        while True:
+            ids = _token_stream_once(source, tokenizer, needed=needed)
+            if not source.cut or ids.numel() >= 2 * needed:  # the cut is past twice what is used
+                return ids
+            source.byte_budget *= 4
+    finally:
+        source.byte_budget = None
+
+
+def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
+    eos = getattr(tokenizer, "eos_token_id", None)
+    chunks: list[torch.Tensor] = []
+    total = 0
+    for index, document in enumerate(source.documents()):
+        if index > 0 and eos is not None:
+            chunks.append(torch.tensor([eos], dtype=torch.long))
+            total += 1
+        ids = tokenizer.encode(document, add_special_tokens=False, verbose=False)
+        chunks.append(torch.tensor(ids, dtype=torch.long))
+        total += len(ids)
+        if total >= needed:
+            break
+    return torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.long)
+
+
+def _not_enough_tokens(source: TextSource, total: int, length: int, n: int) -> CtxlensError:
+    return CtxlensError(
+        f"Text source '{source.spec}' holds only {total // length} windows of {length} tokens "
+        f"({total} tokens in all) but {n} were requested; use a bigger source or a smaller "
+        "n or length."
+    )

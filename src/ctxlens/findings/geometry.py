@@ -1,0 +1,108 @@
+"""The ACCS findings of seed 000, "How much do contextualized representations encode long-range context?".
+
+Section 4, Figure 1: ACCS falls with layer depth (``accs_falls_with_depth``); Section 5.2,
+Figure 4, Table 4: recurrent models and ALiBi plateau while only the distant prefix is shuffled
+(``local_plateau``), while hybrids and RoPE beyond its training length do not
+(``hybrid_no_plateau``, ``rope_no_plateau_beyond_training``). The criteria are those of
+``ctxlens.findings.accs``; each function returns the finding's row of the findings table, with
+the untrained control's verdict beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
+from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, _verdicts
+
+
+def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                          train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 000, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
+    training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_trend``): Spearman
+    correlation between layer index and ACCS is negative and the last layer's ACCS is below the
+    first layer's; residual stream, at the longest measured length <= the training length."""
+    def trend(spec: str | None):
+        got = [r for r in rows.of("accs-layers", spec) if r.get("length", 0) <= train_length]
+        if not got:
+            return None
+        length = max(r["length"] for r in got)
+        return length, depth_trend([r for r in got if r["length"] == length])
+
+    def check(name: str):
+        got = trend(models.get(name))
+        if got is None:
+            return None
+        length, t = got
+        return (f"length {length}: spearman(layer, ACCS) = {_num(t['spearman'])}, ACCS first layer "
+                f"{_num(t.get('first'))}, last {_num(t.get('last'))}"), t["reproduced"]
+
+    def control(name: str) -> str:
+        got = trend(controls.get(name))
+        return "not run" if got is None else _shows(got[1]["reproduced"])
+
+    return _verdicts("ACCS falls with layer depth", f"{PAPERS['000']}, Section 4, Figure 1",
+                     "spearman(layer, ACCS) < 0 and ACCS(last layer) < ACCS(first layer), within the training length",
+                     ["rope"], models, check, "accs-layers on zoo:rope", control)
+
+
+def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[int], bool]):
+    """Per-length plateau verdicts of one model's ``accs-boundary`` rows: (words, all agree with
+    ``want``; None when every length is undecided), or None without rows."""
+    got = [r for r in rows.of("accs-boundary", spec) if lengths(r.get("length", 0))]
+    if not got:
+        return None
+    parts, oks = [], []
+    for length in sorted({r["length"] for r in got}):
+        p = plateau([r for r in got if r["length"] == length])
+        ok = None if p["plateau"] is None else p["plateau"] == want
+        oks.append(ok)
+        parts.append(f"length {length}: plateau ratio {_num(p['plateau_ratio'])}")
+    ok = False if False in oks else None if None in oks else True
+    return "; ".join(parts), ok
+
+
+def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str], finding: str, names: list[str],
+                     want: bool, expected: str, lengths: Callable[[int], bool], where: str) -> dict:
+    def control(name: str) -> str:
+        got = _plateau_check(rows, controls.get(name), want, lengths)
+        return "not run" if got is None else _shows(got[1])
+
+    return _verdicts(finding, f"{PAPERS['000']}, Section 5.2, Figure 4, Table 4", expected, names, models,
+                     lambda n: _plateau_check(rows, models.get(n), want, lengths), where, control)
+
+
+_RATIO = (f"plateau ratio (ACCS(b_min) - ACCS({FAR_BOUNDARY})) / (ACCS(b_min) - ACCS(1.0)), last layer, "
+          "residual stream")
+
+
+def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                  train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 000, Section 5.2, Figure 4, Table 4: recurrent models (Mamba-2, mLSTM) and ALiBi
+    are hardly moved by shuffling the distant prefix: a flat ACCS plateau, then a drop as the
+    shuffle reaches the suffix (``accs-boundary``). Criterion (``ctxlens.findings.accs.plateau``): the
+    plateau ratio is below 0.25 (between the paper's two groups in Table 4) at every measured
+    length; undecided when ACCS does not drop at all."""
+    return _plateau_finding(rows, models, controls, "recurrent and ALiBi models plateau on distant perturbations",
+                            ["mamba2", "mlstm", "alibi"], True, f"{_RATIO} < {PLATEAU_THRESHOLD}",
+                            lambda n: True, "accs-boundary on zoo:mamba2, zoo:mlstm, zoo:alibi")
+
+
+def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                      train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 000, Section 5.2, Figure 4, Table 4: hybrids (Griffin, HybridMamba) contextualise
+    the whole prefix: ACCS falls steadily as the shuffle grows, no plateau (``accs-boundary``).
+    Criterion: the plateau ratio is 0.25 or more at every measured length."""
+    return _plateau_finding(rows, models, controls, "hybrids contextualise the whole prefix (no plateau)",
+                            ["griffin", "hybrid"], False, f"{_RATIO} >= {PLATEAU_THRESHOLD}",
+                            lambda n: True, "accs-boundary on zoo:griffin, zoo:hybrid")
+
+
+def rope_no_plateau_beyond_training(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                                    train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 000, Section 5.2, Figure 4: RoPE beyond its training length is moved by the whole
+    prefix, like the hybrids (``accs-boundary`` at lengths above the training length).
+    Criterion: the plateau ratio is 0.25 or more at every measured length > the training length."""
+    return _plateau_finding(rows, models, controls, "RoPE beyond its training length uses the whole prefix",
+                            ["rope"], False, f"{_RATIO} >= {PLATEAU_THRESHOLD} beyond the training length",
+                            lambda n: n > train_length, f"accs-boundary on zoo:rope beyond {train_length} tokens")

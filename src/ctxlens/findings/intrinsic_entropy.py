@@ -1,0 +1,106 @@
+"""The findings of seed 001, "Intrinsic Entropy of Context Length Scaling in LLMs".
+
+Section 3, Figure 4 and Appendix F, Figure 12: an optimal context length exists and grows with
+the training-set size (``optimal_context_grows``, on ``optimal-context`` rows); Section 2.2.2,
+Figure 1 and Appendix G: CE is linear in the intrinsic entropy of last-token features
+(``ce_linear_in_intrinsic_entropy``); Appendix J.3, Figures 16-17: on sparse parity CE is
+linear in the intrinsic dimension (``ce_linear_in_dimension_parity``). The linear findings read
+the ``stage="fit"`` rows of their experiments.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, ZOO_NAMES, Rows, _num, _row, _verdicts, _word
+
+LINEAR_R = 0.97  # seed 001 Figure 1: entropy measures correlate with CE at |r| > 0.97
+
+
+def optimal_context_grows(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                          train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 001, Section 3, Figure 4 and Appendix F, Figure 12: with a finite training set an
+    optimal context length exists (validation loss falls, then rises again with context), and it
+    grows with the training-set size (``optimal-context`` on sparse parity). Criterion, on the
+    best validation loss averaged over seeds per (training-set size, context length): (a) for
+    more than half of the sizes the optimum lies strictly inside the grid of lengths; (b) the
+    optimum never shrinks as the size grows and is larger at the largest size than at the smallest."""
+    got = [r for (exp, _), rs in rows.by.items() if exp == "optimal-context" for r in rs
+           if r.get("best_val_loss") is not None]
+    finding, paper = "an optimal context length exists and grows with data", \
+        f"{PAPERS['001']}, Section 3, Figure 4; Appendix F, Figure 12"
+    expected = ("optimum strictly inside the length grid for most training-set sizes, and non-decreasing in the "
+                "size, larger at the largest size than at the smallest")
+    if not got:
+        return _row(finding, paper, expected, "-", "not measured", [], "not measured: no optimal-context rows")
+    by_model = defaultdict(list)
+    for r in got:
+        by_model[r.get("model")].append(r)
+    model, got = sorted(by_model.items(), key=lambda kv: str(kv[0]))[0]
+    optimum = optimal_lengths(got)
+    grid = sorted({r["ctl"] for r in got})
+    sizes = sorted(optimum)
+    inside = [n for n in sizes if grid[0] < optimum[n] < grid[-1]]
+    seq = [optimum[n] for n in sizes]
+    grows = len(seq) >= 2 and all(a <= b for a, b in zip(seq, seq[1:])) and seq[-1] > seq[0]
+    ok = len(inside) * 2 > len(sizes) and grows
+    measured = {f"n_train={n}": f"optimal ctl {optimum[n]}" for n in sizes}
+    measured["grid"] = f"ctl {grid[0]}..{grid[-1]} ({len(grid)} lengths)"
+    note = f"model {model}; optimum inside the grid for {len(inside)} of {len(sizes)} sizes; grows: {_word(grows)}"
+    return _row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)], note)
+
+
+def optimal_lengths(rows: list[dict]) -> dict[int, int]:
+    """{n_train: the ctl with the lowest best validation loss, averaged over seeds} (ties: shorter)."""
+    losses: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        losses[r["n_train"]][r["ctl"]].append(float(r["best_val_loss"]))
+    return {n: min(by, key=lambda c: (sum(by[c]) / len(by[c]), c)) for n, by in losses.items()}
+
+
+def _linear_fit(rows: list[dict], **where) -> dict[str, float | None]:
+    """{quantity: value} of the ``stage="fit"`` rows matching ``where``."""
+    return {r["quantity"]: r.get("value") for r in rows if r.get("stage") == "fit"
+            and all(r.get(k) == v for k, v in where.items())}
+
+
+def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                                   train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 001, Section 2.2.2, Figure 1 (and Appendix G, Figure 13 for other architectures): CE
+    falls linearly as the intrinsic entropy of last-token features (sum of the first n log
+    relative eigenvalues) grows with context; the paper reports correlations above 0.97
+    (``intrinsic-entropy`` fit across lengths). Criterion: Pearson r between CE and the
+    intrinsic entropy is <= -0.97 for every number of eigenvalues n measured."""
+    def check(name: str):
+        got = rows.of("intrinsic-entropy", models.get(name))
+        ns = sorted({r["n_eig"] for r in got if r.get("stage") == "fit" and r.get("x") == "intrinsic_entropy"})
+        if not ns:
+            return None
+        rs = {n: _linear_fit(got, x="intrinsic_entropy", n_eig=n).get("pearson_r") for n in ns}
+        ok = all(r is not None and r <= -LINEAR_R for r in rs.values())
+        return ", ".join(f"r(n={n}) = {_num(r)}" for n, r in rs.items()), ok
+
+    return _verdicts("CE is linear in intrinsic entropy", f"{PAPERS['001']}, Section 2.2.2, Figure 1; Appendix G",
+                     f"Pearson r(CE, intrinsic entropy) <= -{LINEAR_R} across context lengths, for every n",
+                     ZOO_NAMES, models, check, "intrinsic-entropy fits")
+
+
+def ce_linear_in_dimension_parity(rows: Rows, models: dict[str, str], controls: dict[str, str],
+                                  train_length: int = TRAIN_LENGTH) -> dict:
+    """Seed 001, Appendix J.3, Figures 16-17: on sparse parity a trained context MLP's CE is
+    linear in the intrinsic dimension of its feature (the paper: slope -0.693, R^2 = 1 - 7e-9)
+    (``parity-dimension`` fit). Criterion: Pearson r between CE and the intrinsic dimension at
+    threshold 0.05 (the paper's 1/20) is <= -0.97, the level of Figure 1."""
+    got = [r for (exp, _), rs in rows.by.items() if exp == "parity-dimension" for r in rs]
+    finding, paper = "CE is linear in intrinsic dimension (sparse parity)", f"{PAPERS['001']}, Appendix J.3"
+    expected = f"Pearson r(CE, intrinsic dimension at threshold 0.05) <= -{LINEAR_R}"
+    fit = _linear_fit(got, threshold=0.05)
+    if "pearson_r" not in fit:
+        return _row(finding, paper, expected, "-", "not measured",
+                    [], "not measured: no parity-dimension fit at threshold 0.05")
+    r = fit["pearson_r"]
+    ok = r is not None and r <= -LINEAR_R
+    measured = {"pearson_r": r, "r2": fit.get("r2"), "slope x subtasks": fit.get("slope_x_tasks"),
+                "paper slope": -0.693}
+    model = next((x.get("model") for x in got if x.get("model")), "parity-mlp")
+    return _row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)])
