@@ -11,11 +11,14 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 FINDINGS = [
-    {"finding": "ACCS falls with depth", "paper": "seed 000, Figure 1", "expected": "Spearman(layer, ACCS) < 0",
+    {"finding": "ACCS falls with depth", "paper": "the geometry paper, Figure 1",
+     "expected": "Spearman(layer, ACCS) < 0",
      "measured": {"spearman": -1.0, "first": 0.82, "last": 0.66}, "status": "reproduced"},
-    {"finding": "Lost in the middle", "paper": "seed 002, Table 2", "expected": "mid-depth accuracy lowest",
+    {"finding": "Lost in the middle", "paper": "the long-sequence paper, Table 2",
+     "expected": "mid-depth accuracy lowest",
      "measured": "flat at 0 %", "status": "not reproduced"},
-    {"finding": "CE is linear in intrinsic entropy", "paper": "seed 001, Figure 1", "expected": "R² > 0.9",
+    {"finding": "CE is linear in intrinsic entropy", "paper": "the intrinsic-entropy paper, Figure 1",
+     "expected": "R² > 0.9",
      "measured": None, "status": "not measured"},
 ]
 

@@ -5,8 +5,8 @@ and returns the findings table that opens the report (``ctxlens.report.findings`
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
 reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and
 ``untrained control`` for the ACCS findings). One small function per finding, in one module per
-paper (``geometry``: seed 000, ``intrinsic_entropy``: seed 001, ``long_sequence``: seed 002,
-``rope_distance``: seed 003; the shared row and verdict rules in ``verdicts``); each docstring
+paper (``geometry``, ``intrinsic_entropy``, ``long_sequence``, ``rope_distance``, named as in
+``ctxlens.core.papers``; the shared row and verdict rules in ``verdicts``); each docstring
 names the paper section and the criterion, and every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional

@@ -1,6 +1,6 @@
-"""Criteria for the qualitative ACCS findings of seed 000, stated before any zoo model was measured.
+"""Criteria for the qualitative ACCS findings of the geometry paper, stated before any zoo model was measured.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"):
+The geometry paper ("How much do contextualized representations encode long-range context?"):
 
 - Section 4, Figure 1: ACCS falls with layer depth (GPT+RoPE within its training length).
   Criterion: Spearman correlation between layer index and ACCS is negative, and the last layer's

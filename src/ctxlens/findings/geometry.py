@@ -1,4 +1,4 @@
-"""The ACCS findings of seed 000, "How much do contextualized representations encode long-range context?".
+"""The ACCS findings of the geometry paper, "How much do contextualized representations encode long-range context?".
 
 Section 4, Figure 1: ACCS falls with layer depth (``accs_falls_with_depth``); Section 5.2,
 Figure 4, Table 4: recurrent models and ALiBi plateau while only the distant prefix is shuffled
@@ -18,7 +18,7 @@ from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, 
 
 def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str, str],
                           train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 000, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
+    """The geometry paper, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
     training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_trend``): Spearman
     correlation between layer index and ACCS is negative and the last layer's ACCS is below the
     first layer's; residual stream, at the longest measured length <= the training length."""
@@ -78,7 +78,7 @@ _RATIO = (f"plateau ratio (ACCS(b_min) - ACCS({FAR_BOUNDARY})) / (ACCS(b_min) - 
 
 def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
                   train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 000, Section 5.2, Figure 4, Table 4: recurrent models (Mamba-2, mLSTM) and ALiBi
+    """The geometry paper, Section 5.2, Figure 4, Table 4: recurrent models (Mamba-2, mLSTM) and ALiBi
     are hardly moved by shuffling the distant prefix: a flat ACCS plateau, then a drop as the
     shuffle reaches the suffix (``accs-boundary``). Criterion (``ctxlens.findings.accs.plateau``): the
     plateau ratio is below 0.25 (between the paper's two groups in Table 4) at every measured
@@ -90,7 +90,7 @@ def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
 
 def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
                       train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 000, Section 5.2, Figure 4, Table 4: hybrids (Griffin, HybridMamba) contextualise
+    """The geometry paper, Section 5.2, Figure 4, Table 4: hybrids (Griffin, HybridMamba) contextualise
     the whole prefix: ACCS falls steadily as the shuffle grows, no plateau (``accs-boundary``).
     Criterion: the plateau ratio is 0.25 or more at every measured length."""
     return _plateau_finding(rows, models, controls, "hybrids contextualise the whole prefix (no plateau)",
@@ -100,7 +100,7 @@ def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, st
 
 def rope_no_plateau_beyond_training(rows: Rows, models: dict[str, str], controls: dict[str, str],
                                     train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 000, Section 5.2, Figure 4: RoPE beyond its training length is moved by the whole
+    """The geometry paper, Section 5.2, Figure 4: RoPE beyond its training length is moved by the whole
     prefix, like the hybrids (``accs-boundary`` at lengths above the training length).
     Criterion: the plateau ratio is 0.25 or more at every measured length > the training length."""
     return _plateau_finding(rows, models, controls, "RoPE beyond its training length uses the whole prefix",

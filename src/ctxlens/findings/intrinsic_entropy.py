@@ -1,4 +1,4 @@
-"""The findings of seed 001, "Intrinsic Entropy of Context Length Scaling in LLMs".
+"""The findings of the intrinsic-entropy paper, "Intrinsic Entropy of Context Length Scaling in LLMs".
 
 Section 3, Figure 4 and Appendix F, Figure 12: an optimal context length exists and grows with
 the training-set size (``optimal_context_grows``, on ``optimal-context`` rows); Section 2.2.2,
@@ -14,12 +14,12 @@ from collections import defaultdict
 
 from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, ZOO_NAMES, Rows, _num, _row, _verdicts, _word
 
-LINEAR_R = 0.97  # seed 001 Figure 1: entropy measures correlate with CE at |r| > 0.97
+LINEAR_R = 0.97  # the intrinsic-entropy paper Figure 1: entropy measures correlate with CE at |r| > 0.97
 
 
 def optimal_context_grows(rows: Rows, models: dict[str, str], controls: dict[str, str],
                           train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 001, Section 3, Figure 4 and Appendix F, Figure 12: with a finite training set an
+    """The intrinsic-entropy paper, Section 3, Figure 4 and Appendix F, Figure 12: with a finite training set an
     optimal context length exists (validation loss falls, then rises again with context), and it
     grows with the training-set size (``optimal-context`` on sparse parity). Criterion, on the
     best validation loss averaged over seeds per (training-set size, context length): (a) for
@@ -66,7 +66,7 @@ def _linear_fit(rows: list[dict], **where) -> dict[str, float | None]:
 
 def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls: dict[str, str],
                                    train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 001, Section 2.2.2, Figure 1 (and Appendix G, Figure 13 for other architectures): CE
+    """The intrinsic-entropy paper, Section 2.2.2, Figure 1 (and Appendix G, Figure 13 for other architectures): CE
     falls linearly as the intrinsic entropy of last-token features (sum of the first n log
     relative eigenvalues) grows with context; the paper reports correlations above 0.97
     (``intrinsic-entropy`` fit across lengths). Criterion: Pearson r between CE and the
@@ -87,7 +87,7 @@ def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls:
 
 def ce_linear_in_dimension_parity(rows: Rows, models: dict[str, str], controls: dict[str, str],
                                   train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 001, Appendix J.3, Figures 16-17: on sparse parity a trained context MLP's CE is
+    """The intrinsic-entropy paper, Appendix J.3, Figures 16-17: on sparse parity a trained context MLP's CE is
     linear in the intrinsic dimension of its feature (the paper: slope -0.693, R^2 = 1 - 7e-9)
     (``parity-dimension`` fit). Criterion: Pearson r between CE and the intrinsic dimension at
     threshold 0.05 (the paper's 1/20) is <= -0.97, the level of Figure 1."""

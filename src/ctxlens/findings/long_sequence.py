@@ -1,4 +1,4 @@
-"""The retrieval findings of seed 002, "How Well Can a Long Sequence Model Model Long Sequences?".
+"""The retrieval findings of the long-sequence paper, "How Well Can a Long Sequence Model Model Long Sequences?".
 
 Section 4, Tables 1-3: every architecture retrieves a needle worse beyond its training length
 (``retrieval_collapses``) and, at the training length, worse in the middle of the context than
@@ -13,7 +13,7 @@ import math
 from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, ZOO_NAMES, Rows, _num, _verdicts
 
 Z_ONE_SIDED_05 = 1.6448536269514722  # one-sided 5% critical value of the standard normal
-MIDDLE_DEPTHS = (40.0, 60.0)  # "the middle" of seed 002 Table 2: depths 40, 50 and 60 %
+MIDDLE_DEPTHS = (40.0, 60.0)  # "the middle" of the long-sequence paper Table 2: depths 40, 50 and 60 %
 
 
 def _proportion_drop(hi: list[float], lo: list[float]) -> tuple[float, float, float | None]:
@@ -35,7 +35,7 @@ def _scores(rows: list[dict], **where) -> list[float]:
 
 def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, str],
                         train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 002, Section 4, Tables 1-3: every architecture retrieves worse beyond its training
+    """The long-sequence paper, Section 4, Tables 1-3: every architecture retrieves worse beyond its training
     length (Table 2 at the training length vs Table 3 at twice it: the mean over depths drops
     for all eight models; ratios 0 to 0.86). ``niah-depth`` at the training length T and 2T.
     Criterion: the needle accuracy pooled over depths is lower at 2T than at T and the drop is
@@ -59,7 +59,7 @@ def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, 
 
 def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, str],
                        train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 002, Section 4, Table 2: at the training length every architecture retrieves a
+    """The long-sequence paper, Section 4, Table 2: at the training length every architecture retrieves a
     needle at the start (depth 0) and the end (depth 100) better than in the middle (Table 2:
     Mamba2 59 / 66 at the ends vs 37 over depths 40-60, M2A 40 / 37 vs 30, TPP 53 / 56 vs 27).
     ``niah-depth`` at the training length. Criterion: the accuracy at depth 0 and at depth 100

@@ -1,6 +1,6 @@
-"""Criteria for the Positional Heads finding of seed 003, fixed before any zoo run.
+"""Criteria for the Positional Heads finding of the RoPE-distance paper, fixed before any zoo run.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Sections 4.2.2 and 4.3, Figure 8: (1) some heads show a significant correlation between
 relative distance and dominant dimension; (2) masking the heads with the strongest
 correlation hurts passkey retrieval more than masking as many random heads.

@@ -1,4 +1,4 @@
-"""The Positional Heads finding of seed 003: masking distance-tracking heads hurts retrieval.
+"""The Positional Heads finding of the RoPE-distance paper: masking distance-tracking heads hurts retrieval.
 
 "On the token distance modeling ability of higher RoPE attention dimension", Sections 4.2-4.3,
 Figure 8: heads whose dominant dimension correlates with distance exist, and
@@ -15,7 +15,7 @@ from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _verdict
 
 def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[str, str],
                             train_length: int = TRAIN_LENGTH) -> dict:
-    """Seed 003, Sections 4.2-4.3, Figure 8: heads whose dominant dimension correlates with
+    """The RoPE-distance paper, Sections 4.2-4.3, Figure 8: heads whose dominant dimension correlates with
     distance exist, and masking the top ones hurts passkey retrieval more than masking as many
     random heads (``positional-heads`` + ``head-masking`` on ``zoo:rope``). Criterion
     (``ctxlens.findings.positional.verdict``): at least one head with p < 0.05 / n_heads, and for every

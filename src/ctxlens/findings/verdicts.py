@@ -18,10 +18,10 @@ TRAIN_LENGTH = 512  # the zoo recipe's training context in bytes, when the rows 
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
 
 PAPERS = {
-    "000": "seed 000, How much do contextualized representations encode long-range context?",
-    "001": "seed 001, Intrinsic Entropy of Context Length Scaling in LLMs",
-    "002": "seed 002, How Well Can a Long Sequence Model Model Long Sequences?",
-    "003": "seed 003, On the token distance modeling ability of higher RoPE attention dimension",
+    "000": "the geometry paper, How much do contextualized representations encode long-range context?",
+    "001": "the intrinsic-entropy paper, Intrinsic Entropy of Context Length Scaling in LLMs",
+    "002": "the long-sequence paper, How Well Can a Long Sequence Model Model Long Sequences?",
+    "003": "the RoPE-distance paper, On the token distance modeling ability of higher RoPE attention dimension",
 }
 
 

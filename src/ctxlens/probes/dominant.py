@@ -1,6 +1,6 @@
 """Dominant dimension vs relative distance per head, and the Positional Heads it ranks.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Section 4.2.1: for every query, its top-k keys by attention score (the paper uses 100); for
 each such (query, key) pair the dominant dimension (equations 13-15) and the relative
 distance; dominant dimensions sharing a distance are averaged, per head, over all inputs.

@@ -1,6 +1,6 @@
 """Length-extrapolation transforms the RoPE experiments accept, and the training length.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension"),
+The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
 Sections 2.2 and 4.2.2, compares a model with and without a length extrapolation method. A
 transform is named by a short spec:
 

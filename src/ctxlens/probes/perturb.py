@@ -1,6 +1,6 @@
 """Seeded prefix perturbations and the LZMA prefix compression rate.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"):
+The geometry paper ("How much do contextualized representations encode long-range context?"):
 
 - Section 3, *Shuffling as perturbation*: shuffling a prefix range destroys its structure but
   keeps its unigram distribution; "the random seed is controlled so that all architectures

@@ -1,6 +1,6 @@
-"""Options and inputs shared by the RoPE experiments of seed 003.
+"""Options and inputs shared by the RoPE experiments of the RoPE-distance paper.
 
-Seed 003 ("On the token distance modeling ability of higher RoPE attention dimension") samples
+The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension") samples
 a handful of inputs (17 in the paper) and analyses them at lengths below and beyond the
 training length, with and without an extrapolation transform (Section 4.2.2). Every RoPE
 experiment's unit is one (transform, length) and aggregates its inputs, since the per-head

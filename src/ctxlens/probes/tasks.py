@@ -1,8 +1,9 @@
 """Shared by the task experiments (ruler, niah-depth, niah-format, visible-fraction,
 position-weighted-qa): generation options, cached datasets, greedy decoding, scored rows.
 
-Seed 002 ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4) and seed 001
-("Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A) score what a model generates
+The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequences?", Section 4)
+and the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs",
+Appendix A) score what a model generates
 for fitted task prompts; every experiment does that the same way, here. One row per sample.
 """
 

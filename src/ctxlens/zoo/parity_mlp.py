@@ -1,4 +1,4 @@
-"""The MLP model with a separate context encoder for sparse parity (seed 001, Appendix J.3,
+"""The MLP model with a separate context encoder for sparse parity (the intrinsic-entropy paper, Appendix J.3,
 Figure 16; also Appendix C.3).
 
     bits (first ctl visible) ──► context MLP ──► context feature [n, d] ─┐
@@ -30,7 +30,7 @@ from ctxlens.data.sparse_parity import MASK, ONE, TASK0
 
 
 class ParityMLP(nn.Module):
-    """Context MLP ⊕ task one-hot → output MLP (seed 001, Appendix J.3, Figure 16)."""
+    """Context MLP ⊕ task one-hot → output MLP (the intrinsic-entropy paper, Appendix J.3, Figure 16)."""
 
     def __init__(self, n_bits: int = 60, n_tasks: int = 100, *, hidden: int = 512, feature_dim: int = 128,
                  ctl: int | None = None):

@@ -59,7 +59,7 @@ from ctxlens.data.sparse_parity import MASK, SparseParity
 from ctxlens.zoo.trainer import TrainConfig, config_dict, train
 
 N_CONTEXT_TOKENS = MASK + 1  # ZERO, ONE, MASK: the only tokens before the task token
-TABLE1_CTLS = (17, 20, 23, 25, 28, 30, 35, 40, 50)  # seed 001, Appendix C.4, Table 1
+TABLE1_CTLS = (17, 20, 23, 25, 28, 30, 35, 40, 50)  # the intrinsic-entropy paper, Appendix C.4, Table 1
 
 
 @dataclass

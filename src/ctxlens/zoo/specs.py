@@ -1,6 +1,6 @@
 """The matched tiny zoo: six architectures, about one million parameters each, one recipe.
 
-Seed 000 ("How much do contextualized representations encode long-range context?"),
+The geometry paper ("How much do contextualized representations encode long-range context?"),
 Section 3, Table 1 and Appendix B compare architectures trained identically: same data, same
 steps, same seed, roughly equal size. These are the ctxlens-sized versions: byte-level
 vocabulary (257), width 128, trained on the built-in corpus at a 512-byte context so that
@@ -20,7 +20,7 @@ class ZooSpec:
     family: str  # transformers model_type
     arch: dict  # overrides on ctxlens.lm.tiny.tiny_config(family)
     doc: str
-    lr: float | None = None  # peak learning rate when not the recipe's (seed 000, Appendix B: 1e-3 for Griffin, mLSTM)
+    lr: float | None = None  # peak learning rate when not the recipe's (geometry paper, App. B: 1e-3 Griffin, mLSTM)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ SPECS = [
     # hybrid: a thin MLP (64) keeps it near a million parameters; chunks of 64 (not 256) keep the
     # reference scan from padding 128-byte windows 2x. In a bare loop on 128-byte copy windows
     # (periods 8-64, as the recipe's) the induction head formed by step ~275 with the attention
-    # layer third (index 2; the first layer stays non-attention, as in seed 000 Appendix B) and
+    # layer third (index 2; the first layer stays non-attention, as in the geometry paper Appendix B) and
     # lr 1e-3; with it seventh (index 6) not by 275, and not by step 750 inside the recipe.
     ZooSpec("hybrid", "bamba", dict(hidden_size=_D, intermediate_size=_D // 2, num_hidden_layers=12,
                                     attn_layer_indices=[2],

@@ -4,8 +4,8 @@ AdamW (weight decay from step ``decay_start``), linear warmup then cosine decay 
 ``min_lr_ratio * lr``, gradient clipping, fp32 on
 CPU and bf16 autocast on GPU, seeded data order (the caller's ``batches(step)`` is a pure
 function of the step), periodic evaluation, early stopping on validation loss, and
-checkpoint/resume. Used to train the zoo (seed 000, Section 3 / Appendix B: matched models
-trained identically) and the sparse-parity models (seed 001, Section 4.2).
+checkpoint/resume. Used to train the zoo (the geometry paper, Section 3 / Appendix B: matched models
+trained identically) and the sparse-parity models (the intrinsic-entropy paper, Section 4.2).
 
 A batch is ``{"input_ids": [B, T], "targets": [B, T]}``: ``targets[b, t]`` is the token to
 predict after reading position t, ``-100`` where nothing is scored.

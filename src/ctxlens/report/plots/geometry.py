@@ -15,7 +15,7 @@ from ctxlens.report.figures import Panel, figure, integer_axis, log2_axis, set_l
 from ctxlens.report.plots._common import col, draw_lines, finish, groups, numeric, varying
 from ctxlens.report.registry import plotter
 
-PAPER = "Seed 000: How much do contextualized representations encode long-range context?"
+PAPER = "How much do contextualized representations encode long-range context?"
 GEOMETRY = ("accs", "self_sim", "anisotropy")
 LABELS = {"accs": "ACCS (cosine)", "self_sim": "self-similarity (cosine)", "anisotropy": "anisotropy (mean cosine)",
           "compression_rate": "prefix compression rate (LZMA / raw)"}

@@ -25,7 +25,7 @@ from ctxlens.report.plots._common import (
 )
 from ctxlens.report.registry import plotter
 
-PAPER = "Seed 003: On the token distance modeling ability of higher RoPE attention dimension."
+PAPER = "On the token distance modeling ability of higher RoPE attention dimension."
 DIM = "RoPE pair index (0 = highest frequency)"
 
 

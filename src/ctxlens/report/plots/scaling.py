@@ -19,7 +19,7 @@ from ctxlens.report.plots._common import col, describe, draw_lines, finish, grou
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import optimal_length
 
-PAPER = "Seed 001: Intrinsic Entropy of Context Length Scaling in LLMs."
+PAPER = "Intrinsic Entropy of Context Length Scaling in LLMs."
 CE = "cross-entropy (nats/token)"
 
 

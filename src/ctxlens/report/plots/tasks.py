@@ -13,7 +13,7 @@ from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, nume
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import effective_length
 
-PAPER = "Seed 002: How Well Can a Long Sequence Model Model Long Sequences?"
+PAPER = "How Well Can a Long Sequence Model Model Long Sequences?"
 SCORE = "score (%)"
 N_EXAMPLES = 2  # example generations shown per model and group
 
