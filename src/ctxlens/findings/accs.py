@@ -24,34 +24,20 @@ table, or ``scripts/findings.py`` over any runs) writes the numbers and the verd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+
+from ctxlens.core import stats
 
 PLATEAU_THRESHOLD = 0.25
 FAR_BOUNDARY = 0.5
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
-    """Spearman rank correlation (average ranks for ties); None when either side is constant."""
-    rx, ry = _ranks(x), _ranks(y)
-    n = len(x)
-    mx, my = sum(rx) / n, sum(ry) / n
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
-
-
-def _ranks(v: list[float]) -> list[float]:
-    order = sorted(range(len(v)), key=lambda i: v[i])
-    ranks = [0.0] * len(v)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2
-        i = j + 1
-    return ranks
+    """Spearman rank correlation (average ranks for ties, ``core.stats``); None when either side is
+    constant or there are fewer than three points."""
+    rho = stats.spearman(x, y)[0]
+    return None if math.isnan(rho) else rho
 
 
 def depth_trend(rows: Iterable[dict], stream: str = "residual") -> dict:

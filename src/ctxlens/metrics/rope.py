@@ -18,10 +18,10 @@ statistics package is needed.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from ctxlens.core import stats
+from ctxlens.core.stats import betainc, t_two_sided_p  # noqa: F401 - re-exported: the RoPE tests' p-values
 from ctxlens.lm.rope import LAYOUTS, pair_index  # noqa: F401 - the model's rotary layout, defined once in lm
 
 
@@ -89,83 +89,17 @@ def mean_by_distance(distance: torch.Tensor, value: torch.Tensor) -> tuple[torch
 
 
 def rankdata(x: torch.Tensor) -> torch.Tensor:
-    """[n] -> [n] float64 ranks from 1, ties given the mean of the ranks they span."""
-    x = x.flatten().double()
-    order = torch.argsort(x, stable=True)
-    sorted_x = x[order]
-    new_group = torch.ones(len(x), dtype=torch.bool, device=x.device)
-    new_group[1:] = sorted_x[1:] != sorted_x[:-1]
-    group = torch.cumsum(new_group.long(), 0) - 1  # [n] group id of each sorted entry
-    n_groups = int(group[-1]) + 1 if len(x) else 0
-    first = torch.zeros(n_groups, dtype=torch.float64, device=x.device).scatter_reduce_(
-        0, group, torch.arange(len(x), dtype=torch.float64, device=x.device), "amin", include_self=False)
-    size = torch.zeros(n_groups, dtype=torch.float64, device=x.device).scatter_add_(
-        0, group, torch.ones(len(x), dtype=torch.float64, device=x.device))
-    mean_rank = first + (size + 1) / 2  # ranks first+1 .. first+size
-    ranks = torch.empty(len(x), dtype=torch.float64, device=x.device)
-    ranks[order] = mean_rank[group]
-    return ranks
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 10_000):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    return betainc(df / 2.0, 0.5, df / (df + t * t))
+    """[n] -> [n] float64 ranks from 1, ties given the mean of the ranks they span (``core.stats``)."""
+    return torch.from_numpy(stats.rankdata(x.detach().flatten().double().cpu().numpy())).to(x.device)
 
 
 def spearman(x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """Spearman rank correlation of x [n] and y [n] and its two-sided p-value.
-
-    rho is the Pearson correlation of the tie-averaged ranks; the p-value uses
-    t = rho sqrt((n - 2) / (1 - rho^2)) with n - 2 degrees of freedom (the usual large-sample
-    test). NaN for n < 3 or a constant input.
-    """
+    """Spearman rank correlation of x [n] and y [n] and its two-sided p-value (``core.stats.spearman``,
+    the one implementation, shared with the torch-free findings)."""
     if x.numel() != y.numel():
         raise ValueError(f"x and y must have the same length, got {x.numel()} and {y.numel()}")
-    n = x.numel()
-    if n < 3:
-        return math.nan, math.nan
-    rx, ry = rankdata(x), rankdata(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    denom = float(torch.sqrt((rx * rx).sum() * (ry * ry).sum()))
-    if denom == 0.0:
-        return math.nan, math.nan
-    rho = max(-1.0, min(1.0, float((rx * ry).sum()) / denom))
-    if abs(rho) == 1.0:
-        return rho, 0.0
-    return rho, t_two_sided_p(rho * math.sqrt((n - 2) / (1.0 - rho * rho)), n - 2)
+    as_np = lambda t: t.detach().flatten().double().cpu().numpy()  # noqa: E731
+    return stats.spearman(as_np(x), as_np(y))
 
 
 def distance_dimension_correlation(distance: torch.Tensor, dominant: torch.Tensor) -> tuple[float, float, int]:
