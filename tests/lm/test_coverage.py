@@ -14,7 +14,7 @@ import json
 import pytest
 import torch
 
-from ctxlens.lm import coverage, from_model, tiny_any
+from ctxlens.lm import coverage, coverage_attention, coverage_probe, coverage_stream, from_model, tiny_any
 from ctxlens.lm.rope import edited_parameters
 
 # -- scope --------------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ def test_unknown_type_is_a_clear_error():
 # -- each check passes on a right adapter and fails on a wrong one -----------------------------
 
 
-class Broken(coverage.Builder):
+class Broken(coverage_probe.Builder):
     """A llama builder whose LM is edited by ``breaks`` after ``from_model``."""
 
     def __init__(self, breaks, model_type: str = "llama"):
@@ -75,12 +75,12 @@ class Broken(coverage.Builder):
 
 @pytest.fixture(scope="module")
 def ids():
-    return coverage.probe_ids(256)
+    return coverage_probe.probe_ids(256)
 
 
 @pytest.mark.parametrize("name", coverage.ANALYSES)
 def test_each_check_passes_on_llama(name, ids):
-    check = coverage.CHECKS[name](coverage.Builder("llama"), ids)
+    check = coverage.CHECKS[name](coverage_probe.Builder("llama"), ids)
     assert check.status == "pass", check.reason
 
 
@@ -130,12 +130,12 @@ def test_each_check_fails_on_a_broken_adapter(name, ids):
 
 
 def test_residual_read_at_the_block_output_fails(ids):
-    check = coverage.check_residual(Broken(lambda lm: _family(lm, resid="out")), ids)
+    check = coverage_stream.check_residual(Broken(lambda lm: _family(lm, resid="out")), ids)
     assert check.status == "fail"  # the block output includes the MLP branch
 
 
 def test_hybrid_residual_checks_attention_and_mamba_layers(ids):
-    check = coverage.check_residual(coverage.Builder("jamba"), ids)
+    check = coverage_stream.check_residual(coverage_probe.Builder("jamba"), ids)
     assert check.status == "pass" and check.reason == "layers [0, 1, 2, 3]"  # mamba, attention, mamba, attention
 
 
@@ -153,13 +153,13 @@ def test_exception_in_a_check_is_a_failure_with_its_first_line():
 
 def test_no_attention_and_no_rope_are_not_applicable(ids):
     """And a block with no MLP still has its residual checked, by another route."""
-    b = coverage.Builder("mamba")
-    assert coverage.check_qk(b, ids).status == "n/a"
-    assert coverage.check_head_mask(b, ids).status == "n/a"
-    assert coverage.check_rope(b, ids).status == "n/a"
+    b = coverage_probe.Builder("mamba")
+    assert coverage_attention.check_qk(b, ids).status == "n/a"
+    assert coverage_attention.check_head_mask(b, ids).status == "n/a"
+    assert coverage_attention.check_rope(b, ids).status == "n/a"
     # mamba blocks have no MLP branch: the residual is checked as block input + mixer output instead
-    assert coverage.check_residual(b, ids).status == "pass"
-    assert coverage.check_rope(coverage.Builder("gpt2"), ids).status == "n/a"
+    assert coverage_stream.check_residual(b, ids).status == "pass"
+    assert coverage_attention.check_rope(coverage_probe.Builder("gpt2"), ids).status == "n/a"
 
 
 # -- the run and its table ------------------------------------------------------------------------
@@ -243,4 +243,4 @@ def test_a_mixer_only_block_that_is_not_input_plus_mixer_fails_its_check(ids):
             block.register_forward_hook(lambda m, a, out: out + 0.5)
         return model
 
-    assert coverage.check_residual(coverage.Builder("mamba", build=build), ids).status == "fail"
+    assert coverage_stream.check_residual(coverage_probe.Builder("mamba", build=build), ids).status == "fail"

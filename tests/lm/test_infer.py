@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import ctxlens
 from ctxlens import CtxlensError
-from ctxlens.lm import attention, from_model, infer
+from ctxlens.lm import attention, from_model, infer, infer_attention, infer_probe
 from ctxlens.lm.families import FAMILIES
 from ctxlens.lm.model import LM
 from tests.conftest import build_model
@@ -147,7 +147,7 @@ def test_head_masking_is_refused_when_heads_do_not_tile_the_projection(monkeypat
     family = infer.infer_family(model)
     lm = LM(model, None, dataclasses.replace(family, unsupported=()), name="phi3")
     monkeypatch.setattr(type(lm), "n_heads", property(lambda self: 3), raising=False)
-    assert "whole number" in infer.check_head_mask(lm, 0, infer._probe_ids(model))
+    assert "whole number" in infer_attention.check_head_mask(lm, 0, infer_probe._probe_ids(model))
 
 
 @pytest.mark.parametrize("model_type", ["minicpm3", "modernbert-decoder"])
