@@ -145,16 +145,6 @@ def _pair_first(out) -> torch.Tensor:
     return torch.full((0,), float("nan"))
 
 
-def _has(block: nn.Module, mode: str) -> bool:
-    if mode == "out":
-        return True
-    try:
-        block.get_submodule(mode[4:])
-        return True
-    except AttributeError:
-        return False
-
-
 def _keep(store: dict, key):
     def hook(m, args, kwargs):
         h = _hidden(args, kwargs)
