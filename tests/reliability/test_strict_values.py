@@ -139,3 +139,14 @@ def test_errors_echo_a_bounded_part_of_a_value(tmp_path, capsys):
     assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(tmp_path / "r"), "--no-progress",
                  f"--{huge}", "1"]) == 2
     assert len(capsys.readouterr().err) < 2000
+
+
+@pytest.mark.parametrize("name,options", [("dominant-dimension", {"transforms": "0\n"}),
+                                          ("rope-dim-ablation", {"ablations": "high:\r\x00"})])
+def test_a_control_character_in_a_value_keeps_the_error_on_one_line(name, options):
+    """Found by the options fuzz: a newline in a transform spec was echoed raw into the message."""
+    with pytest.raises(CtxlensError) as caught:
+        make_config(experiments()[name].Config, options)
+    message = str(caught.value)
+    assert "\n" not in message and "\r" not in message and "\x00" not in message
+    assert "\\n" in message or "\\r" in message

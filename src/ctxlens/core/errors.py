@@ -11,7 +11,20 @@ from collections.abc import Iterable
 
 
 class CtxlensError(Exception):
-    """A problem with the user's input, model or environment, stated with its fix."""
+    """A problem with the user's input, model or environment, stated with its fix.
+
+    The message is one line whatever it quotes: a control character from a user's value (a
+    newline in an option) is shown escaped, as ``repr`` would write it."""
+
+    def __init__(self, message: object = "", *args: object):
+        super().__init__(printable(str(message)), *args)
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (newline, tab, NUL, ...) written as its escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 ECHO = 80  # most characters of a user's value an error message repeats
