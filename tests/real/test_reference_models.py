@@ -70,6 +70,17 @@ def test_head_masking_equals_zeroed_output_projection_columns(name, layer, heads
     assert (masked - base).abs().max() > 1e-2
 
 
+def _logits_equal_a_model_built_from(config, lm, ids):
+    """The edited LM's logits [1, n, vocab], checked equal to a fresh model built from ``config``
+    with the same weights (the independent route for set_rope)."""
+    fresh = AutoModelForCausalLM.from_config(config).eval()
+    fresh.load_state_dict(lm.model.state_dict())
+    with torch.no_grad():
+        ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
+    torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
+    return ours
+
+
 def test_set_rope_equals_a_model_built_from_the_edited_config(ref_home, prose):
     lm = load_ref(ref_home, "smollm2-135m")  # its own copy: set_rope edits in place
     ids = _ids(lm, prose, 128)
@@ -79,11 +90,7 @@ def test_set_rope_equals_a_model_built_from_the_edited_config(ref_home, prose):
     assert params["rope_theta"] == 1e4
     config = copy.deepcopy(lm.config)
     config.rope_parameters = params
-    fresh = AutoModelForCausalLM.from_config(config).eval()
-    fresh.load_state_dict(lm.model.state_dict())
-    with torch.no_grad():
-        ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
-    torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
+    ours = _logits_equal_a_model_built_from(config, lm, ids)
     assert (ours - before).abs().max() > 1e-1
 
 
@@ -97,11 +104,7 @@ def test_gemma3_set_rope_changes_the_global_layers_as_a_hand_edited_config_does(
     with torch.no_grad():
         before = lm.model(ids, use_cache=False).logits
     assert set(lm.set_rope(theta=4e6)) == {"full_attention"}
-    fresh = AutoModelForCausalLM.from_config(edited).eval()
-    fresh.load_state_dict(lm.model.state_dict())
-    with torch.no_grad():
-        ours, truth = lm.model(ids, use_cache=False).logits, fresh(ids, use_cache=False).logits
-    torch.testing.assert_close(ours, truth, rtol=1e-4, atol=1e-4)
+    ours = _logits_equal_a_model_built_from(edited, lm, ids)
     assert (ours - before).abs().max() > 1e-2
 
 

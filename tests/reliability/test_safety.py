@@ -21,7 +21,8 @@ class _Boom:
         return (open, (str(self.marker), "w"))
 
 
-def test_remote_code_is_not_run_without_the_flag(tmp_path, capsys):
+def evil_model(tmp_path):
+    """(model directory whose own code writes ``marker`` when imported, marker path)."""
     marker = tmp_path / "remote-code-ran"
     model = tmp_path / "custom"
     model.mkdir()
@@ -29,6 +30,11 @@ def test_remote_code_is_not_run_without_the_flag(tmp_path, capsys):
     (model / "config.json").write_text(json.dumps({
         "model_type": "evil-custom", "architectures": ["EvilModel"],
         "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}}))
+    return model, marker
+
+
+def test_remote_code_is_not_run_without_the_flag(tmp_path, capsys):
+    model, marker = evil_model(tmp_path)
     with pytest.raises(CtxlensError):
         ctxlens.load(str(model))
     assert main(["run", "token-loss", "--model", str(model), "--out", str(tmp_path / "r"), "--no-progress"]) == 2

@@ -4,7 +4,6 @@ YAML once ran a model directory's own code), and an option given twice is an err
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing
 
 import pytest
@@ -13,6 +12,7 @@ from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.experiments import experiments, make_config
 from ctxlens.runner.execute import ModelOptions, parse_model_options
+from tests.reliability.test_safety import evil_model
 
 BOOL_MODEL_OPTIONS = [f.name for f in dataclasses.fields(ModelOptions) if "bool" in str(f.type)]
 
@@ -57,20 +57,9 @@ def test_every_boolean_experiment_option_is_strict(exp_name, option):
         make_config(Config, {option: "maybe"})
 
 
-def _evil_model(tmp_path):
-    marker = tmp_path / "remote-code-ran"
-    model = tmp_path / "custom"
-    model.mkdir()
-    (model / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
-    (model / "config.json").write_text(json.dumps({
-        "model_type": "evil-custom", "architectures": ["EvilModel"],
-        "auto_map": {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}}))
-    return model, marker
-
-
 @pytest.mark.parametrize("value", ['"false"', "'no'", '"0"', "false"])
 def test_quoted_false_in_yaml_does_not_run_remote_code(value, tmp_path, capsys):
-    model, marker = _evil_model(tmp_path)
+    model, marker = evil_model(tmp_path)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(f"experiment: token-loss\nmodel: {model}\nout: {tmp_path / 'r'}\n"
                    f"model_options:\n  trust_remote_code: {value}\n")
@@ -79,7 +68,7 @@ def test_quoted_false_in_yaml_does_not_run_remote_code(value, tmp_path, capsys):
 
 
 def test_unparseable_boolean_in_yaml_is_one_sentence(tmp_path, capsys):
-    model, marker = _evil_model(tmp_path)
+    model, marker = evil_model(tmp_path)
     cfg = tmp_path / "run.yaml"
     cfg.write_text(f"experiment: token-loss\nmodel: {model}\nout: {tmp_path / 'r'}\n"
                    "model_options:\n  trust_remote_code: 'nope'\n")

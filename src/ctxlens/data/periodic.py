@@ -29,6 +29,7 @@ import hashlib
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.data.checks import check_int
 
 __all__ = ["periodic_sequence", "periodic_batch", "pattern_starts", "sample_seed"]
 
@@ -80,8 +81,8 @@ def periodic_batch(
     Row i is ``periodic_sequence(length, ..., seed=sample_seed(seed, i))``: each row has its own
     pattern and gaps, and row i does not depend on ``n``.
     """
-    _check_int("n", n, minimum=1)
-    _check_int("seed", seed)
+    check_int("n", n, minimum=1)
+    check_int("seed", seed)
     rows = [
         periodic_sequence(length, vocab_size=vocab_size, period_len=period_len, stride=stride,
                           seed=sample_seed(seed, i), low=low)
@@ -106,23 +107,14 @@ def sample_seed(seed: int, index: int) -> int:
 
 
 def _check(*, length, vocab_size, period_len, stride, seed, low) -> None:
-    _check_int("length", length, minimum=1)
-    _check_int("vocab_size", vocab_size, minimum=1)
-    _check_int("period_len", period_len, minimum=1)
-    _check_int("stride", stride, minimum=0)
-    _check_int("seed", seed)
-    _check_int("low", low, minimum=0)
+    check_int("length", length, minimum=1)
+    check_int("vocab_size", vocab_size, minimum=1)
+    check_int("period_len", period_len, minimum=1)
+    check_int("stride", stride, minimum=0)
+    check_int("seed", seed)
+    check_int("low", low, minimum=0)
     if low >= vocab_size:
         raise CtxlensError(
             f"low={low} leaves no token ids below vocab_size={vocab_size}; pass a low "
             "smaller than vocab_size."
-        )
-
-
-def _check_int(name: str, value, *, minimum: int | None = None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise CtxlensError(f"{name} must be a whole number, got {value!r}; pass an integer {name}.")
-    if minimum is not None and value < minimum:
-        raise CtxlensError(
-            f"{name} must be at least {minimum}, got {value}; pass a {name} of {minimum} or more."
         )

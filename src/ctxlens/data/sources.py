@@ -49,10 +49,14 @@ class TextSource:
     """Where experiment text comes from.
 
     ``spec`` is the string the source was opened with; ``is_text`` is False only for the
-    token-level ``random`` source, which has no documents.
+    token-level ``random`` source, which has no documents. ``byte_budget``: read at most this
+    many bytes of a document where the source can (a ``.txt`` file), ending the stream there and
+    setting ``cut``; other sources read whole documents and never cut.
     """
 
     is_text: bool = True
+    byte_budget: int | None = None
+    cut: bool = False
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
@@ -72,8 +76,6 @@ class FileSource(TextSource):
         super().__init__(spec)
         self.paths = paths
         self.text_field = text_field
-        self.byte_budget: int | None = None  # read at most this much of a .txt file (None: all)
-        self.cut = False  # set when a .txt file was read only in part
 
     def documents(self) -> Iterator[str]:
         self.cut = False

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.sources import FileSource, RandomSource, TextSource
+from ctxlens.data.sources import RandomSource, TextSource
 
 __all__ = ["token_windows"]
 
@@ -102,12 +102,10 @@ def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.L
     """The eos-joined token ids of the first documents, stopping once ``needed`` exist.
 
     Returns a flat LongTensor of shape [total], total >= needed unless the source ran out.
-    A ``FileSource`` reads .txt files only in part (``BYTES_PER_TOKEN_READ`` per needed token),
-    widening the part until enough tokens come out or the whole file was read; the cut lies far
+    A source that can (a ``.txt`` file) is read only in part (``BYTES_PER_TOKEN_READ`` per needed
+    token), widening the part until enough tokens come out or nothing was cut; the cut lies far
     past the last token used, so the ids kept are those of the whole file.
     """
-    if not isinstance(source, FileSource):
-        return _token_stream_once(source, tokenizer, needed=needed)
     source.byte_budget = needed * BYTES_PER_TOKEN_READ
     try:
         while True:

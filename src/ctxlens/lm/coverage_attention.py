@@ -88,16 +88,23 @@ def _eager_probabilities(model, module_name: str, ids: torch.Tensor) -> torch.Te
     return seen["p"][0]
 
 
-def check_qk(b: Builder, ids: torch.Tensor) -> Check:
-    lm = b.lm()
+def _attention_layers(lm, analysis: str) -> list[int] | Check:
+    """The adapter's attention layers, or the verdict that ends an attention check before it starts
+    (no attention: n/a; the adapter declined ``analysis``; attention but no layer found: fail)."""
     if not has_attention(lm.model):
         return Check("n/a", "the model has no softmax attention")
-    declined = _unsupported(lm, "qk")
+    declined = _unsupported(lm, analysis)
     if declined:
         return declined
     layers = lm.attention_layers()
-    if not layers:
-        return Check("fail", "the model has attention but the adapter finds no attention layer")
+    return layers or Check("fail", "the model has attention but the adapter finds no attention layer")
+
+
+def check_qk(b: Builder, ids: torch.Tensor) -> Check:
+    lm = b.lm()
+    layers = _attention_layers(lm, "qk")
+    if isinstance(layers, Check):
+        return layers
     eager = b.from_config(copy.deepcopy(b.model().config), attn_implementation="eager")
     for layer in layers:
         module = lm.attention(layer)
@@ -128,14 +135,9 @@ def _zero_head_columns(proj: torch.nn.Module, head: int, n_heads: int) -> None:
 
 def check_head_mask(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
-    if not has_attention(lm.model):
-        return Check("n/a", "the model has no softmax attention")
-    declined = _unsupported(lm, "head_mask")
-    if declined:
-        return declined
-    layers = lm.attention_layers()
-    if not layers:
-        return Check("fail", "the model has attention but the adapter finds no attention layer")
+    layers = _attention_layers(lm, "head_mask")
+    if isinstance(layers, Check):
+        return layers
     layer, head = layers[-1], lm.n_heads - 1
     with lm.mask_heads({layer: [head]}):
         got = _logits(lm.model, ids)

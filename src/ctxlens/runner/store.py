@@ -72,10 +72,6 @@ def _dumps_line(obj) -> bytes:
     return (json.dumps(_clean(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 
-def _read_bytes(path: Path) -> bytes:
-    return files.read_bytes(path)
-
-
 def _committed_units(units: bytes, results_size: int) -> tuple[list[dict], int]:
     """The valid prefix of a commit log: its entries and its length in bytes.
 
@@ -131,8 +127,8 @@ def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[dict]:
 
 
 def _read_committed(results: Path, units: Path) -> list[dict]:
-    data = _read_bytes(results)
-    entries, _ = _committed_units(_read_bytes(units), len(data))
+    data = files.read_bytes(results)
+    entries, _ = _committed_units(files.read_bytes(units), len(data))
     return _committed_rows(results, data, entries)
 
 
@@ -169,7 +165,7 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
     done = set()
     for results, units in _logs(Path(directory)):
         size = results.stat().st_size if results.exists() else 0
-        done |= {entry["unit"] for entry in _committed_units(_read_bytes(units), size)[0]}
+        done |= {entry["unit"] for entry in _committed_units(files.read_bytes(units), size)[0]}
     return done
 
 
@@ -266,9 +262,9 @@ class RunStore:
 
     def _repair(self) -> None:
         """Cut the uncommitted tails, after checking that every committed unit is intact."""
-        data = _read_bytes(self.results_path)
+        data = files.read_bytes(self.results_path)
         results_size = len(data)
-        units = _read_bytes(self.units_path)
+        units = files.read_bytes(self.units_path)
         entries, valid_bytes = _committed_units(units, results_size)
         _committed_rows(self.results_path, data, entries)  # raises, before any change, on a corrupt row
         if valid_bytes < len(units):

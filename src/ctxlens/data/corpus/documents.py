@@ -15,7 +15,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.errors import unknown
+from ctxlens.data.checks import check_int
 from ctxlens.data.corpus.facts import _new_key, _value, question, statement
 from ctxlens.data.corpus.language import _filler, _introduction, _new_world
 
@@ -105,13 +106,13 @@ def annotated_documents(
     max_bytes: int = 6000,
 ) -> Iterator[Document]:
     """Like ``documents`` but yields ``Document`` records with their facts and spans."""
-    _check_int("seed", seed)
+    check_int("seed", seed)
     if n is not None:
-        _check_int("n", n, minimum=0)
+        check_int("n", n, minimum=0)
     if split not in SPLITS:
         raise unknown("built-in corpus split", str(split), SPLITS)
-    _check_int("min_bytes", min_bytes, minimum=MIN_DOCUMENT_BYTES)
-    _check_int("max_bytes", max_bytes, minimum=min_bytes + _SLACK)
+    check_int("min_bytes", min_bytes, minimum=MIN_DOCUMENT_BYTES)
+    check_int("max_bytes", max_bytes, minimum=min_bytes + _SLACK)
     indices = itertools.count() if n is None else range(n)
     for index in indices:
         rng = random.Random(f"ctxlens.corpus:{split}:{seed}:{index}")
@@ -120,7 +121,7 @@ def annotated_documents(
 
 def corpus_text(seed: int, n_bytes: int, split: str = "train") -> str:
     """Documents joined by ``"\\n\\n"`` until at least ``n_bytes`` long, cut at ``n_bytes``."""
-    _check_int("n_bytes", n_bytes, minimum=0)
+    check_int("n_bytes", n_bytes, minimum=0)
     parts: list[str] = []
     size = 0
     for doc in documents(seed, None, split=split):
@@ -258,17 +259,3 @@ def _word_span(rng: random.Random, text: str, start: int, end: int) -> tuple[int
         if _SPAN_BYTES[0] <= last - first <= _SPAN_BYTES[1]:
             return first, last - first
     return None
-
-
-# --------------------------------------------------------------------------------------
-# Argument checks
-# --------------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value, *, minimum: int | None = None) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise CtxlensError(f"{name} must be a whole number, got {value!r}; pass an integer {name}.")
-    if minimum is not None and value < minimum:
-        raise CtxlensError(
-            f"{name} must be at least {minimum}, got {value}; pass a {name} of {minimum} or more."
-        )

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.corpus.documents import _check_int
+from ctxlens.data.checks import check_int
 from ctxlens.data.corpus.facts import MIN_PROBE_DISTANCE, _new_key, _value, question, statement
 from ctxlens.data.corpus.language import _SHORT, _filler, _introduction, _new_world, _World
 
@@ -46,10 +46,10 @@ def retrieval_probes(
     Answers are 4-digit numbers (greedy chance of an exact match about 1e-4). Probe i's key,
     answer and people depend on (seed, i) only, not on the distances, so sweeps are paired.
     """
-    _check_int("seed", seed)
-    _check_int("n", n, minimum=0)
-    _check_int("total_bytes", total_bytes, minimum=1)
-    _check_int("distance_bytes", distance_bytes, minimum=MIN_PROBE_DISTANCE)
+    check_int("seed", seed)
+    check_int("n", n, minimum=0)
+    check_int("total_bytes", total_bytes, minimum=1)
+    check_int("distance_bytes", distance_bytes, minimum=MIN_PROBE_DISTANCE)
     if distance_bytes > total_bytes:
         raise CtxlensError(
             f"distance_bytes={distance_bytes} is more than total_bytes={total_bytes}; the fact "
