@@ -4,8 +4,10 @@ The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequence
 Appendix B Tables 6-18) evaluates every model on RULER's tasks at 1K-16K. One unit is a (task,
 length) batch of ``n_samples`` fitted prompts (``ctxlens.tasks``), decoded greedily and scored
 with RULER's metric. A (task, length) whose prompt cannot fit gets one row with a ``flag``.
-The report reads the rows: mean per task and length, mean over tasks per length, and RULER's
-effective length (``ctxlens.tasks.scoring.effective_length`` with ``threshold``).
+The report reads the rows: mean per task and length, mean over the same tasks at every length (a
+task that did not fit a length leaves it without a mean), RULER's effective length (the largest
+length whose mean exceeds ``threshold``) and the stricter sustained length (every length up to
+it exceeds it; ``ctxlens.tasks.scoring``).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ class Config(TaskOptions):
                                                                        "default: RULER's 13")
     lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072],
                                         help="prompt lengths, in tokens")
-    threshold: float = option(THRESHOLD, "effective length: the largest length whose mean score (0-100) reaches "
-                                         "this")
+    threshold: float = option(THRESHOLD, "RULER's effective length: the largest length whose mean score (0-100) "
+                                         "exceeds this")
 
     def validate(self) -> None:
         for task in self.tasks:
