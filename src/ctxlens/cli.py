@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="layers --rope-theta/--rope-scaling change on models with a RoPE per layer type "
                    "(Gemma 3): global (default), sliding, all, or a layer type")
     r.add_argument("--allow-extrapolation", action="store_true", default=None,
-                   help="allow lengths beyond the model's configured positions")
-    r.add_argument("--no-progress", action="store_true")
+                   help="allow lengths beyond the model's configured positions (and plan them by default)")
+    r.add_argument("--no-progress", action="store_true",
+                   help="no progress bar, and no plan or time estimate before the run")
 
     m = sub.add_parser("models", help="list supported model families and their analyses")
     m.add_argument("--all", action="store_true",
