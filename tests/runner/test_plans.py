@@ -153,3 +153,30 @@ def test_info_of_a_loaded_model_equals_the_config_read():
     lm = ctxlens.load("zoo:random-llama")
     assert lm.info == read_info("zoo:random-llama")
     assert dataclasses.asdict(lm.info)["origin"] == "zoo"
+
+
+def test_explicit_lengths_beyond_the_positions_stay_an_error_without_allow_extrapolation(llama8k, tmp_path):
+    from ctxlens.core.errors import CtxlensError
+
+    options = {"tasks": ["niah_single_1"], "lengths": [9000], "n_samples": 1, "max_new_tokens": 2}
+    with pytest.raises(CtxlensError, match="8192 positions but .* --allow-extrapolation"):
+        run("ruler", [llama8k], tmp_path / "run", options, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
+    import ctxlens
+    from ctxlens.experiments.base import Work
+    from ctxlens.probes.throughput import Throughput, measure
+
+    speed = Throughput(prefill=100.0, at=100, slope=1e-4, decode=10.0, seconds=0.0)
+    assert speed.prefill_seconds(200) == pytest.approx(200 * (0.01 + 1e-4 * 100))  # 4 s: slower per token
+    assert speed.prefill_seconds(50, sequences=2) == pytest.approx(2 * 50 * 0.005)  # floored at half the cost
+    assert speed.decode_seconds(20) == pytest.approx(2.0)
+    exp = get_experiment("ruler")
+    config = make_config(exp.Config, {"tasks": ["niah_single_1"], "n_samples": 2, "max_new_tokens": 10})
+    assert exp.work(config, {"task": "niah_single_1", "length": 110}) == [Work(2, 100, 20)]
+    line = plans.estimate(exp, config, [{"task": "niah_single_1", "length": 110}], speed)
+    assert "about 4 s" in line  # 2 x 100 tokens at 100/s (2 s) + 20 tokens at 10/s (2 s)
+    got = measure(ctxlens.load("zoo:random-llama"), budget=0.5)
+    assert got.prefill > 0 and got.decode > 0 and got.slope >= 0 and 32 <= got.at <= 4096
