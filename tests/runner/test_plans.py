@@ -77,6 +77,8 @@ def test_defaults_differ_for_a_zoo_model_and_a_hub_model(llama8k):
     assert planned("rope-theta-sweep", "zoo:random-llama").config.needle_style == "corpus"
     assert planned("rope-theta-sweep", llama8k).config.needle_style == "ruler"
     assert planned("head-masking", llama8k, {"passkey_style": "classic"}).config.passkey_style == "classic"
+    told = planned("head-masking", llama8k, {"train_length": 1024}).config  # --train-length wins over the config
+    assert told.lengths == [512, 1024, 2048] and told.detect_length == 1024
 
 
 def test_intrinsic_entropy_samples_scale_with_the_feature_width():

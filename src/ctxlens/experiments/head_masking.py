@@ -148,7 +148,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
         values["passkey_style"] = "corpus" if info.zoo else "ruler"
         if not info.zoo:
             notes.append("passkey in RULER's wording (niah_single_1): not a zoo model")
-    trained = info.train_length
+    trained = config.train_length if "train_length" in given else info.train_length  # --train-length wins
     if trained and "lengths" not in given:
         values["lengths"] = [n for n in (trained // 2, trained, 2 * trained) if info.allows(n, extrapolate)]
         if not info.allows(2 * trained, extrapolate):
