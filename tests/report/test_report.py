@@ -167,13 +167,14 @@ def test_a_task_that_does_not_fit_a_length_leaves_that_length_without_a_mean(tmp
     rows += [{"model": "m", "experiment": "ruler", "task": "task_b", "length": 2000, "sample": None, "score": None,
               "flag": "does not fit"}]
     run = write_run(tmp_path / "ruler", rows, config=config_of("ruler", ["m"]), env=ENV)
-    p = panel(build_report(run, tmp_path / "r.html", strict=True), "ruler-length")
+    report = build_report(run, tmp_path / "r.html", strict=True)
+    p = panel(report, "ruler-length")
     per_length = p.table.set_index("length")
     assert np.isnan(per_length.loc[2000, "score"]) and per_length.loc[2000, "missing"] == "task_b"
     assert per_length.loc[2000, "scored_mean"] == 100.0 and per_length.loc[4000, "score"] == 88.0
     eff = p.extra_tables[0][1].iloc[0]
     assert eff["effective_length"] == 4000 and eff["sustained_length"] == 1000
-    tasks = panel(build_report(run, tmp_path / "r2.html", strict=True), "ruler-tasks").table
+    tasks = panel(report, "ruler-tasks").table
     flagged = tasks[(tasks["task"] == "task_b") & (tasks["length"] == 2000)]
     assert len(flagged) == 1 and np.isnan(flagged["score"].iloc[0]) and flagged["flag"].iloc[0] == "does not fit"
 
