@@ -182,3 +182,9 @@ def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
     assert "about 4 s" in line  # 2 x 100 tokens at 100/s (2 s) + 20 tokens at 10/s (2 s)
     got = measure(ctxlens.load("zoo:random-llama"), budget=0.5)
     assert got.prefill > 0 and got.decode > 0 and got.slope >= 0 and 32 <= got.at <= 4096
+
+
+def test_niah_depth_plans_the_training_length_and_twice_it_where_positions_allow(llama8k):
+    assert planned("niah-depth", llama8k).config.lengths == [4096, 8192]  # 16384 is beyond 8192 positions
+    assert planned("niah-depth", llama8k, extrapolate=True).config.lengths == [8192, 16384]
+    assert planned("niah-depth", llama8k, {"lengths": [512]}).config.lengths == [512]
