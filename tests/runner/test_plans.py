@@ -188,3 +188,15 @@ def test_niah_depth_plans_the_training_length_and_twice_it_where_positions_allow
     assert planned("niah-depth", llama8k).config.lengths == [4096, 8192]  # 16384 is beyond 8192 positions
     assert planned("niah-depth", llama8k, extrapolate=True).config.lengths == [8192, 16384]
     assert planned("niah-depth", llama8k, {"lengths": [512]}).config.lengths == [512]
+
+
+def test_a_failing_throughput_probe_leaves_the_run_going(llama8k, tmp_path, monkeypatch, capsys):
+    def broken(lm, *a, **k):
+        raise RuntimeError("no generate here")
+
+    monkeypatch.setattr("ctxlens.probes.throughput.measure", broken)
+    options = {"lengths": [4], "entropy_n": [2], "thresholds": [0.1], "kde": False, "source": "random",
+               "n_samples": 8}
+    run("intrinsic-entropy", [llama8k], tmp_path / "run", options, progress=False, announce=True)
+    assert "no time estimate: the throughput probe failed (no generate here)" in capsys.readouterr().err
+    assert (tmp_path / "run" / "results.jsonl").stat().st_size > 0

@@ -279,7 +279,16 @@ def _announce(exp, mp, lm, todo, n_units, extrapolate) -> None:
     if exp.loads_model:
         from ctxlens.probes.throughput import measure
 
-        print(plans.estimate(exp, mp.config, todo, measure(lm)), file=sys.stderr, flush=True)
+        try:
+            line = plans.estimate(exp, mp.config, todo, measure(lm))
+        except Exception as err:  # noqa: BLE001 - the estimate is a courtesy: the run goes on without it
+            line = f"  no time estimate: the throughput probe failed ({_one_line(err)})"
+        print(line, file=sys.stderr, flush=True)
+
+
+def _one_line(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text[:200] or type(err).__name__
 
 
 class FinishedRun:
