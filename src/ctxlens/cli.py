@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="layers --rope-theta/--rope-scaling change on models with a RoPE per layer type "
                    "(Gemma 3): global (default), sliding, all, or a layer type")
     r.add_argument("--allow-extrapolation", action="store_true", default=None,
-                   help="allow lengths beyond the model's configured positions")
-    r.add_argument("--no-progress", action="store_true")
+                   help="allow lengths beyond the model's configured positions (and plan them by default)")
+    r.add_argument("--no-progress", action="store_true",
+                   help="no progress bar, and no plan or time estimate before the run")
 
     m = sub.add_parser("models", help="list supported model families and their analyses")
     m.add_argument("--all", action="store_true",
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("runs", nargs="+", help="run directories (or folders of them)")
     rp.add_argument("--out", default="report.html", help="HTML file; figures go to <name>-figures/ beside it")
     rp.add_argument("--findings", help="JSON list of findings to open the report with")
-    rp.add_argument("--threshold", type=float, help="RULER effective-length threshold (default 85.6)")
+    rp.add_argument("--threshold", type=float, help="RULER's effective length is the largest length whose mean score "
+                    "exceeds this (default 85.6)")
     d = sub.add_parser("demo", help="every experiment on the trained zoo, the papers' findings, one report")
     d.add_argument("--out", default="ctxlens-demo", help="directory for the runs, findings.json and report.html")
     d.add_argument("--quick", action="store_true", help="a smaller suite (under two minutes) on at most two models")

@@ -108,7 +108,7 @@ def test_experiments_word_choices_and_ranges_alike():
     cases = {
         ("rope-dims", "n_pairs", 0): "Option 'n_pairs' must be positive, got 0; fix its value.",
         ("head-masking", "passkey_style", "clasic"):
-            "Option 'passkey_style' must be one of corpus, classic, got 'clasic'; did you mean 'classic'?",
+            "Option 'passkey_style' must be one of corpus, classic, ruler, got 'clasic'; did you mean 'classic'?",
         ("positional-heads", "alpha", 1): "Option 'alpha' must be in (0, 1), got 1.0; fix its value.",
         ("ruler", "backend", "tgi"):
             "Option 'backend' must be one of transformers, vllm, openai, got 'tgi'; fix its value.",

@@ -135,19 +135,48 @@ def _ruler_rows(model, means_by_length):
     return rows
 
 
-@pytest.mark.parametrize("threshold,expected", [(None, 2000), (95.0, 1000), (70.0, 8000)])
-def test_effective_length_of_hand_made_scores(tmp_path, threshold, expected):
-    # per-length means over tasks: 100, 90, 80, 95 -> the first length below the threshold ends it
+@pytest.mark.parametrize("threshold,effective,sustained", [(None, 8000, 2000), (95.0, 1000, 1000),
+                                                            (70.0, 8000, 8000), (100.0, None, None)])
+def test_effective_length_of_hand_made_scores(tmp_path, threshold, effective, sustained):
+    # per-length means over tasks: m 100, 90, 80, 95; n 50, 100. RULER's effective length: the
+    # largest length whose mean exceeds the threshold; sustained: no length up to it at or below
     rows = _ruler_rows("m", {1000: ([100, 100], [100, 100]), 2000: ([100, 80], [90, 90]),
                              4000: ([80, 80], [80, 80]), 8000: ([100, 90], [95, 95])})
     rows += _ruler_rows("n", {1000: ([50, 50], [50, 50]), 2000: ([100, 100], [100, 100])})
     run = write_run(tmp_path / "ruler", rows, config=config_of("ruler", ["m", "n"]), env=ENV)
     report = build_report(run, tmp_path / "r.html", threshold=threshold, strict=True)
     p = panel(report, "ruler-length")
-    eff = dict(p.extra_tables[0][1][["series", "effective_length"]].itertuples(index=False))
-    assert eff["m"] == expected and (eff["n"] is None or np.isnan(eff["n"]))
+    table = p.extra_tables[0][1].set_index("series")
+    none = lambda v: v is None or np.isnan(v)  # noqa: E731
+    assert (none(table.loc["m", "effective_length"]) if effective is None
+            else table.loc["m", "effective_length"] == effective)
+    assert (none(table.loc["m", "sustained_length"]) if sustained is None
+            else table.loc["m", "sustained_length"] == sustained)
+    n_effective = table.loc["n", "effective_length"]  # 50 then 100: RULER counts 2000 although 1000 fails
+    assert none(n_effective) if threshold == 100.0 else n_effective == 2000
+    assert none(table.loc["n", "sustained_length"])
     line = next(h for label, h, _ in handles(p.fig) if label == "m").lines[0]
     assert line.get_ydata().tolist() == [100, 90, 80, 95]
+
+
+def test_a_task_that_does_not_fit_a_length_leaves_that_length_without_a_mean(tmp_path):
+    # task_b does not fit at 2000 (a flagged row): 2000's mean over {a, b} is unknown, not task_a's 100
+    rows = _ruler_rows("m", {1000: ([90, 90], [90, 90]), 4000: ([88, 88], [88, 88])})
+    rows += [{"model": "m", "experiment": "ruler", "task": "task_a", "length": 2000, "sample": i, "score": 100.0,
+              "pred": "x", "outputs": ["y"]} for i in range(2)]
+    rows += [{"model": "m", "experiment": "ruler", "task": "task_b", "length": 2000, "sample": None, "score": None,
+              "flag": "does not fit"}]
+    run = write_run(tmp_path / "ruler", rows, config=config_of("ruler", ["m"]), env=ENV)
+    report = build_report(run, tmp_path / "r.html", strict=True)
+    p = panel(report, "ruler-length")
+    per_length = p.table.set_index("length")
+    assert np.isnan(per_length.loc[2000, "score"]) and per_length.loc[2000, "missing"] == "task_b"
+    assert per_length.loc[2000, "scored_mean"] == 100.0 and per_length.loc[4000, "score"] == 88.0
+    eff = p.extra_tables[0][1].iloc[0]
+    assert eff["effective_length"] == 4000 and eff["sustained_length"] == 1000
+    tasks = panel(report, "ruler-tasks").table
+    flagged = tasks[(tasks["task"] == "task_b") & (tasks["length"] == 2000)]
+    assert len(flagged) == 1 and np.isnan(flagged["score"].iloc[0]) and flagged["flag"].iloc[0] == "does not fit"
 
 
 def test_threshold_comes_from_the_ruler_config(tmp_path):

@@ -7,6 +7,14 @@ An experiment is one module with a ``Config`` dataclass, two functions and one d
 - ``run(lm, config, unit, cache) -> list[dict]``: the measurements of one unit, one row each.
   ``cache`` is a dict kept per model, for inputs shared by units (tokenised windows, ...).
   ``lm`` is the loaded ``LM``, or the model spec string when ``loads_model`` is False;
+- optionally ``defaults(info, config, given, extrapolate) -> Defaults``: the options that depend
+  on the model (``ctxlens.lm.info.ModelInfo``: its positions, training length, width, whether it
+  is a zoo model) for those the user did not give (``given``); the runner resolves them per
+  model from its config before loading, records them in ``config.yaml`` (``resolved``) and plans
+  with them, so a resume plans the same units without reading the model again;
+- optionally ``work(config, unit) -> list[Work]``: the tokens a unit processes, for the plan and
+  time estimate the runner prints before a run (without it: ``length`` x the config's sample
+  count when the unit has a length);
 - ``register(Experiment(...))`` at the bottom: everything else about it (the paper and section
   it implements, the analyses it needs, the small option set every test harness runs, the demo's
   steps). The demo suite, the report fixtures, the memory-growth and bad-input tests, the
@@ -25,6 +33,40 @@ from dataclasses import KW_ONLY, dataclass, field
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
 
 ZOO_LENGTH = 512  # the zoo's training context in bytes (ctxlens.zoo.specs.RECIPE.seq_len; a test holds them equal)
+RULER_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)  # RULER's evaluation lengths
+
+
+def lengths_that_fit(info, candidates, extrapolate: bool) -> list[int]:
+    """The ``candidates`` the model's positions allow (all of them with ``extrapolate``, unless its
+    positions are learned); when none does, its training length and its half and quarter."""
+    fit = [n for n in candidates if info.allows(n, extrapolate)]
+    if fit:
+        return fit
+    top = info.train_length or info.max_positions or max(candidates)
+    return sorted({max(1, top // 4), max(1, top // 2), top})
+
+
+@dataclass(frozen=True)
+class Work:
+    """Tokens one unit processes: ``sequences`` forwards of ``length`` tokens and ``new_tokens``
+    generated in all (greedy decoding after those prompts)."""
+
+    sequences: int
+    length: int
+    new_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.sequences * self.length
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What an experiment's ``defaults`` hook fills from the model: option values (only options
+    the user did not give) and one-line notes saying why, printed with the plan."""
+
+    values: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +125,9 @@ class Experiment:
     # spec as a string instead of a loaded LM; ``default_models`` is used when --model is absent.
     loads_model: bool = True
     default_models: tuple[str, ...] = ()
+    # model-dependent defaults and the tokens of a unit (see the module docstring)
+    defaults: Callable[..., Defaults] | None = None
+    work: Callable[[typing.Any, dict], list[Work]] | None = None
 
 
 def summary(module_doc: str) -> str:

@@ -11,6 +11,11 @@ Measures per (transform, condition, length): passkey retrieval accuracy per dept
 exact match; a minimal built-in probe, ``ctxlens.probes.passkey``) and perplexity of ``n_samples`` windows
 of ``source``. The paper's LongBench QA and code-completion tasks need the task engine and
 are not run here yet.
+
+Defaults from the model (``defaults``; each only when the option is not given): the passkey in
+the zoo's corpus wording on a zoo model and in RULER's (``niah_single_1``) on any other; lengths
+half, once and twice the model's training length (twice only where its positions allow it, or
+with --allow-extrapolation); heads detected at the training length.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
@@ -30,6 +35,7 @@ from ctxlens.probes.dominant import as_mask, n_selected, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.perplexity import window_nll
 from ctxlens.probes.positional_heads import ranked_heads
+from ctxlens.tasks.base import TooShort
 
 Task = typing.Literal["passkey", "perplexity"]
 TASKS = typing.get_args(Task)
@@ -44,8 +50,9 @@ class Config(common.HeadOptions):
                                     "attention layer")
     tasks: Annotated[list[Task], NonEmpty] = option(factory=lambda: list(TASKS),
                                                     help="what is scored under each masking condition")
-    passkey_style: passkey.Style = option("corpus", "passkey prompt: corpus (the zoo models' format) or classic "
-                                                    "(hub models)")
+    passkey_style: passkey.Style = option("corpus", "passkey prompt: corpus (the zoo models' format), classic, or "
+                                                    "ruler (RULER's niah_single_1); unset: corpus on a zoo model, "
+                                                    "ruler on any other")
     depths: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [0.1, 0.5, 0.9], help="passkey depths: fraction of the prompt before the needle")
     n_passkey: PositiveInt = option(4, "passkey probes per depth and length")
@@ -98,13 +105,18 @@ def masking(lm, heads: list[tuple[int, int]]):
 
 def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
     lm.require_tokenizer("the passkey probe")
-    probes = passkey.probes(lm.tokenizer, length, config.depths, config.n_passkey, config.seed, config.passkey_style)
+    style = {"passkey_style": config.passkey_style}
+    try:
+        probes = passkey.probes(lm.tokenizer, length, config.depths, config.n_passkey, config.seed,
+                                config.passkey_style)
+    except TooShort as err:  # RULER's template does not fit this length
+        return [{"task": "passkey", "score": None, "n": 0, "flag": str(err), **style}]
     rows = []
     for depth in config.depths:
         mine = [p for p in probes if p.depth == depth]
         hits = [passkey.retrieved(lm, p) for p in mine]
         rows.append({"task": "passkey", "depth": depth, "score": sum(hits) / len(hits), "n": len(hits),
-                     "n_tokens": max(p.n_tokens for p in mine)})
+                     "n_tokens": max(p.n_tokens for p in mine), **style})
     return rows
 
 
@@ -128,8 +140,45 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{**row, **extra} for row in rows]
 
 
+def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+    """The passkey wording by origin, lengths around and heads detected at the training length."""
+    values: dict = {}
+    notes = []
+    if "passkey_style" not in given:
+        values["passkey_style"] = "corpus" if info.zoo else "ruler"
+        if not info.zoo:
+            notes.append("passkey in RULER's wording (niah_single_1): not a zoo model")
+    trained = config.train_length if "train_length" in given else info.train_length  # --train-length wins
+    if trained and "lengths" not in given:
+        values["lengths"] = [n for n in (trained // 2, trained, 2 * trained) if info.allows(n, extrapolate)]
+        if not info.allows(2 * trained, extrapolate):
+            notes.append(f"{2 * trained} (twice the training length) left out: beyond the model's positions; "
+                         "pass --allow-extrapolation to include it")
+    if trained and "detect_length" not in given:
+        values["detect_length"] = trained
+    return Defaults(values, tuple(notes))
+
+
+def work(config: Config, unit: dict) -> list[Work]:
+    """Passkey prompts and perplexity windows of the unit; the head detection on the first unit
+    that masks the top heads of its transform."""
+    out = []
+    if "passkey" in config.tasks:
+        new = passkey.RULER_BUDGET if config.passkey_style == "ruler" else 8
+        n = len(config.depths) * config.n_passkey
+        out.append(Work(n, unit["length"], n * new))
+    if "perplexity" in config.tasks:
+        out.append(Work(config.n_samples, unit["length"]))
+    first_top = (unit["condition"] == "top" and unit["fraction"] == config.fractions[0]
+                 and unit["length"] == config.lengths[0])
+    if first_top and config.detect_length:
+        out.append(Work(config.detect_samples, config.detect_length))
+    return out
+
+
 register(Experiment(
-    "head-masking", Config, plan, run, needs=("rope", "head_mask"), doc=summary(__doc__),
+    "head-masking", Config, plan, run, needs=("rope", "head_mask"), doc=summary(__doc__), defaults=defaults,
+    work=work,
     paper="rope-distance", section="Section 4.3.2, Figures 6-9",
     smoke=Smoke({"lengths": [128, 256], "n_samples": 1, "n_passkey": 2, "depths": [0.1, 0.9], "fractions": [0.25],
                  "n_draws": 3, "detect_length": 64, "detect_samples": 1, "top_k": 8, "train_length": 128},

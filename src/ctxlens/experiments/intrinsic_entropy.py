@@ -24,6 +24,11 @@ its standard error), ``intrinsic_entropy`` per ``n_eig``, ``intrinsic_dimension`
 ``stage="fit"`` unit fits CE linearly against each of those measures across lengths and writes
 slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and ``n_eig`` or
 ``threshold``).
+
+Unless given, ``n_samples`` comes from the model's feature width d (``defaults``): max(512, 2 d),
+so that the d x d sample covariance has full rank with d / n <= 1/2 (the Marchenko-Pastur spread
+of its eigenvalues stays bounded; the paper uses >= 10000 samples); lengths beyond the model's
+positions are left out of the default lengths.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
@@ -54,7 +59,8 @@ class Config(LengthSweepOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
                                         help="context lengths, in tokens (each once)")
     n_samples: Annotated[int, between(2, MAX_COUNT)] = option(
-        512, "windows per length, whose last-token features make the covariance (the paper uses >= 10000)")
+        512, "windows per length, whose last-token features make the covariance (the paper uses >= 10000); "
+             "unset: max(512, 2 x the model's feature width)")
     layer: int | None = option(None, "features from this block's output; unset: the final hidden state after "
                                      "the final norm (what the LM head reads)")
     entropy_n: list[PositiveInt] = option(factory=lambda: [8, 16, 32, 64],
@@ -178,8 +184,32 @@ def _fit_rows(per_length: list[dict]) -> list[dict]:
     return rows
 
 
+MIN_SAMPLES = 512
+SAMPLES_PER_FEATURE = 2  # d / n <= 1/2
+
+
+def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+    """Samples by feature width, lengths within the positions (see the module docstring)."""
+    values: dict = {}
+    if "n_samples" not in given and info.d_model:
+        values["n_samples"] = max(MIN_SAMPLES, SAMPLES_PER_FEATURE * info.d_model)
+    if "lengths" not in given:
+        fit = [n for n in config.lengths if info.allows(n + 1, extrapolate)]
+        if fit and fit != config.lengths:
+            values["lengths"] = fit
+    notes = (f"n_samples {values['n_samples']}: max({MIN_SAMPLES}, {SAMPLES_PER_FEATURE} x d_model {info.d_model})",
+             ) if "n_samples" in values else ()
+    return Defaults(values, notes)
+
+
+def work(config: Config, unit: dict) -> list[Work]:
+    """A measure unit reads ``n_samples`` windows at its length; the fit reuses them."""
+    return [Work(config.n_samples, unit["length"])] if unit["stage"] == "measure" else []
+
+
 register(Experiment(
-    "intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    "intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=summary(__doc__), defaults=defaults,
+    work=work,
     paper="intrinsic-entropy", section="Sections 2.2, 4; Figures 1, 3, 10, 13, 15",
     smoke=Smoke({"lengths": [4, 8, 16], "n_samples": 48, "entropy_n": [2, 4], "thresholds": [0.01, 0.1],
                  "kde_samples": 48, "eigen_rows": 24},

@@ -5,6 +5,8 @@ places a single needle at depths 0-100 % of the haystack at the training length 
 twice it (Table 3). One unit is a (length, depth) batch of ``n_samples`` prompts of ``task``
 (default ``niah_single_2``: word key, number value, essay haystack) with the needle at the
 sentence or line boundary nearest the depth in tokens; rows record target and realised depth.
+Unless ``lengths`` is given they come from the model: its training length and twice it, or half
+and once it when twice is beyond its positions (without --allow-extrapolation).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
 from ctxlens.tasks import get_task
@@ -23,7 +25,8 @@ from ctxlens.tasks.base import TooShort
 @dataclass
 class Config(TaskOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192],
-                                        help="prompt lengths, in tokens (the training length and twice it)")
+                                        help="prompt lengths, in tokens; unset: the model's training length and twice "
+                                             "it (half and once it where twice is beyond its positions)")
     depths: list[Percent] = option(factory=lambda: [float(d) for d in range(0, 101, 10)],
                                    help="needle depths, in percent of the haystack (0: start, 100: end)")
     task: str = option("niah_single_2", "the needle task (niah_*)")
@@ -50,8 +53,25 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
+def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+    """The training length T and 2T (Tables 2-3), or T/2 and T when 2T is beyond the positions."""
+    trained = info.train_length
+    if "lengths" in given or not trained:
+        return Defaults()
+    if info.allows(2 * trained, extrapolate):
+        return Defaults({"lengths": [trained, 2 * trained]})
+    return Defaults({"lengths": [trained // 2, trained]},
+                    (f"{2 * trained} (twice the training length) is beyond the model's positions: planned "
+                     f"{trained // 2} and {trained}; pass --allow-extrapolation for {2 * trained}",))
+
+
+def work(config: Config, unit: dict) -> list[Work]:
+    new = config.max_new_tokens or get_task(unit["task"]).budget
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new)]
+
+
 register(Experiment(
-    "niah-depth", Config, plan, run, doc=summary(__doc__),
+    "niah-depth", Config, plan, run, doc=summary(__doc__), defaults=defaults, work=work,
     paper="long-sequence", section="Tables 2-3",
     smoke=Smoke({"lengths": [512, 768], "depths": [0, 50, 100], "n_samples": 2, "max_new_tokens": 6},
                 unmeasured="generation task"),

@@ -7,10 +7,13 @@ retrieval accuracy at several lengths (extrinsic; the paper uses RULER S-NIAH), 
 last layer with the distant half of the prefix shuffled (representation level). Similar
 perplexity can come with very different retrieval and ACCS.
 
-The needle probe is the built-in single-needle retrieval (``ctxlens.probes.passkey
-.needle_accuracy``: a corpus key-value fact at ``needle_depth`` of the prompt, asked at its
-end), scored as greedy exact match by teacher forcing; the task engine's S-NIAH renders other
-prompts, so it is not used here (the rows of existing runs stay the same). One unit per theta;
+The needle probe comes in two styles (``needle_style``): ``corpus``, the built-in single-needle
+retrieval (``ctxlens.probes.passkey.needle_accuracy``: a corpus key-value fact at
+``needle_depth`` of the prompt, asked at its end, the format the zoo models were trained on),
+scored as greedy exact match by teacher forcing; and ``ruler``, RULER's S-NIAH passkey
+(``niah_single_1`` from the task engine, greedy decoding scored as RULER does;
+``ctxlens.probes.passkey.ruler_needle_accuracy``), the paper's own probe. Unset, it is corpus on a
+zoo model and ruler on any other (``defaults``); rows record it (``needle_style``). One unit per theta;
 rows carry a ``measure`` column (suffix-ppl | needle | accs). The model's own RoPE is restored after every unit.
 
 On a model with a RoPE per layer type (Gemma 3: sliding layers base 1e4, global 1e6) the sweep
@@ -21,11 +24,12 @@ own base).
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY,
     EXTRAPOLATE,
@@ -37,7 +41,7 @@ from ctxlens.experiments.registry import (
     summary,
 )
 from ctxlens.probes import suffix as sx
-from ctxlens.probes.passkey import needle_accuracy
+from ctxlens.probes.passkey import RULER_BUDGET, needle_accuracy, ruler_needle_accuracy
 from ctxlens.probes.perplexity import suffix_perplexity
 
 
@@ -55,6 +59,9 @@ class Config(sx.GeometryOptions):
                                                help="prompt lengths of the needle probe, in tokens; empty: no probe")
     n_needles: PositiveInt = option(20, "needle probes per length")
     needle_depth: Fraction = option(0.5, "where the fact sits in the prompt: 0 the start, 1 just before the question")
+    needle_style: typing.Literal["corpus", "ruler"] = option(
+        "corpus", "needle probe: corpus (the zoo models' format, teacher-forced) or ruler (RULER's S-NIAH "
+                  "niah_single_1, greedy); unset: corpus on a zoo model, ruler on any other")
     rope_layers: str | None = option(None, "layer types swept on models with a RoPE per layer type: global, "
                                            "sliding, all or a layer type; unset: global")
 
@@ -76,8 +83,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     swept = list(changed) if lm.rope_per_layer_type else []  # changed layer types
     try:
         rows = [{"measure": "suffix-ppl", **_ppl(lm, config, length, cache)} for length in config.ppl_lengths]
-        rows += [{"measure": "needle", **needle_accuracy(lm, length, config.needle_depth, config.n_needles,
-                                                         config.seed, config.batch_size, cache)}
+        rows += [{"measure": "needle", "needle_style": config.needle_style, **_needle(lm, config, length, cache)}
                  for length in config.needle_lengths]
         for length in config.accs_lengths:
             rows += [{"measure": "accs", **row} for row in _accs(lm, config, length, cache)]
@@ -85,6 +91,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         lm.restore_rope(own)
     own_theta = own.parameters[swept[0]]["rope_theta"] if swept else own.parameters["rope_theta"]
     return [{"own_theta": own_theta, "rope_layer_types": ",".join(swept) or "all", **row} for row in rows]
+
+
+def _needle(lm, config: Config, length: int, cache: dict) -> dict:
+    if config.needle_style == "ruler":
+        return ruler_needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed)
+    return needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed, config.batch_size, cache)
 
 
 def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
@@ -112,8 +124,26 @@ def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
+def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+    """The needle in the zoo's wording on a zoo model, in RULER's on any other."""
+    if "needle_style" in given:
+        return Defaults()
+    return Defaults({"needle_style": "corpus" if info.zoo else "ruler"},
+                    () if info.zoo else ("needle probe in RULER's wording (niah_single_1): not a zoo model",))
+
+
+def work(config: Config, unit: dict) -> list[Work]:
+    """Suffix-perplexity windows, needle prompts (with their answers) and ACCS windows (twice:
+    as they are and shuffled) of one theta."""
+    new = RULER_BUDGET if config.needle_style == "ruler" else 8
+    return ([Work(config.n_sequences, n) for n in config.ppl_lengths]
+            + [Work(config.n_needles, n, config.n_needles * new) for n in config.needle_lengths]
+            + [Work(2 * config.n_sequences, n) for n in config.accs_lengths])
+
+
 register(Experiment(
     "rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"), doc=summary(__doc__),
+    defaults=defaults, work=work,
     paper="geometry", section="Section 4, Figure 2, Table 8",
     smoke=Smoke({"thetas": [1000, 10000, 100000], "ppl_lengths": [64], "accs_lengths": [64], "needle_lengths": [160],
                  "n_needles": 4, "n_sequences": 4, "suffix_len": 8},

@@ -4,8 +4,14 @@ The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequence
 Appendix B Tables 6-18) evaluates every model on RULER's tasks at 1K-16K. One unit is a (task,
 length) batch of ``n_samples`` fitted prompts (``ctxlens.tasks``), decoded greedily and scored
 with RULER's metric. A (task, length) whose prompt cannot fit gets one row with a ``flag``.
-The report reads the rows: mean per task and length, mean over tasks per length, and RULER's
-effective length (``ctxlens.tasks.scoring.effective_length`` with ``threshold``).
+The report reads the rows: mean per task and length, mean over the same tasks at every length (a
+task that did not fit a length leaves it without a mean), RULER's effective length (the largest
+length whose mean exceeds ``threshold``) and the stricter sustained length (every length up to
+it exceeds it; ``ctxlens.tasks.scoring``).
+
+Unless ``lengths`` is given, the lengths come from the model (``defaults``): RULER's 4K-128K up to
+what its positions allow (all of them with --allow-extrapolation; a model with fewer than 4K
+positions gets its training length and its half and quarter).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import RULER_LENGTHS, Defaults, Experiment, Work, lengths_that_fit
 from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.tasks import RULER_TASKS, get_task
@@ -25,10 +31,11 @@ from ctxlens.tasks.scoring import THRESHOLD
 class Config(TaskOptions):
     tasks: list[str] = option(factory=lambda: list(RULER_TASKS), help="tasks run (ctxlens tasks lists them); "
                                                                        "default: RULER's 13")
-    lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192, 16384, 32768, 65536, 131072],
-                                        help="prompt lengths, in tokens")
-    threshold: float = option(THRESHOLD, "effective length: the largest length whose mean score (0-100) reaches "
-                                         "this")
+    lengths: list[PositiveInt] = option(factory=lambda: list(RULER_LENGTHS),
+                                        help="prompt lengths, in tokens; unset: RULER's lengths up to what the "
+                                             "model's positions allow")
+    threshold: float = option(THRESHOLD, "RULER's effective length: the largest length whose mean score (0-100) "
+                                         "exceeds this")
 
     def validate(self) -> None:
         for task in self.tasks:
@@ -47,8 +54,35 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
+def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+    """RULER's lengths that the model's positions allow (see the module docstring)."""
+    if "lengths" in given:
+        return Defaults()
+    lengths = lengths_that_fit(info, RULER_LENGTHS, extrapolate)
+    left = [n for n in RULER_LENGTHS if n not in lengths]
+    notes = []
+    if not set(lengths) <= set(RULER_LENGTHS):
+        notes.append(f"the model takes fewer positions ({info.max_positions}) than RULER's shortest length: "
+                     "lengths are its training length and its half and quarter")
+    elif left:
+        notes.append(f"RULER's lengths {', '.join(map(str, left))} left out: beyond the model's {info.max_positions} "
+                     "positions; pass --allow-extrapolation or --lengths to run them")
+    return Defaults({"lengths": lengths}, tuple(notes))
+
+
+def budget(config: TaskOptions, task: str) -> int:
+    """Tokens generated per sample of ``task``."""
+    return config.max_new_tokens or get_task(task).budget
+
+
+def work(config: Config, unit: dict) -> list[Work]:
+    """``n_samples`` prompts of the length less the generation budget, and that budget each."""
+    new = budget(config, unit["task"])
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new)]
+
+
 register(Experiment(
-    "ruler", Config, plan, run, doc=summary(__doc__),
+    "ruler", Config, plan, run, doc=summary(__doc__), defaults=defaults, work=work,
     paper="long-sequence", section="Tables 1, 6-18",
     smoke=Smoke({"tasks": ["niah_single_1", "vt", "qa_1"], "lengths": [512, 1024], "n_samples": 2,
                  "max_new_tokens": 6}, unmeasured="generation task"),

@@ -19,7 +19,9 @@ from collections import defaultdict
 
 
 def _pooled(rows: list[dict]) -> float | None:
-    """Accuracy pooled over passkey rows (weighted by their probe counts)."""
+    """Accuracy pooled over passkey rows (weighted by their probe counts); a flagged row (a length
+    RULER's passkey does not fit, no score) counts nothing."""
+    rows = [r for r in rows if r.get("score") is not None]
     n = sum(r["n"] for r in rows)
     return None if n == 0 else sum(r["score"] * r["n"] for r in rows) / n
 

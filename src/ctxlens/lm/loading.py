@@ -11,6 +11,7 @@ weights offloaded to ``offload_folder``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 import re
@@ -36,11 +37,13 @@ DTYPES = {"auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bflo
 
 @dataclass(frozen=True)
 class Resolved:
-    """What a resolver gives for ``PREFIX:NAME``: the directory ``from_pretrained`` takes, and the
-    context length the model was trained at when its source records it (the zoo's recipe)."""
+    """What a resolver gives for ``PREFIX:NAME``: the directory ``from_pretrained`` takes, the
+    context length the model was trained at when its source records it (the zoo's recipe), and
+    ``origin``, the prefix that resolved it ("zoo", "ref"; set by ``resolved``, "" otherwise)."""
 
     path: str
     train_length: int | None = None
+    origin: str = ""
 
 
 Resolver = Callable[[str], Resolved]
@@ -61,7 +64,7 @@ def resolved(spec: str) -> Resolved:
         prefix, name = match.groups()
         if prefix not in RESOLVERS:
             raise _unknown_prefix(prefix, spec)
-        return RESOLVERS[prefix](name)
+        return dataclasses.replace(RESOLVERS[prefix](name), origin=prefix)
     if path.is_file():
         return Resolved(str(gguf.converted(path, spec)))
     if path.exists():
@@ -147,7 +150,8 @@ def load(
     if device_map is None:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     placement.check_input_device(model, spec)
-    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec, train_length=where.train_length)
+    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec, train_length=where.train_length,
+              origin=where.origin)
 
 
 def require_decoder(model_type: str, spec: str) -> None:

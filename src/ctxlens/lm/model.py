@@ -6,6 +6,7 @@ Everything above this layer talks to an ``LM``, never to a model class directly.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -22,16 +23,7 @@ from ctxlens.lm import qkscan as _qkscan
 from ctxlens.lm import rope as _rope
 from ctxlens.lm import selfextend as _selfextend
 from ctxlens.lm.families import Family
-
-
-def _positions_limit(config) -> tuple[int | None, bool]:
-    """(max positions, hard?) — hard for learned absolute positions, soft for RoPE."""
-    for attr in ("n_positions", "max_seq_len"):
-        if getattr(config, attr, None):
-            return int(getattr(config, attr)), True
-    if getattr(config, "max_position_embeddings", None):
-        return int(config.max_position_embeddings), False
-    return None, False
+from ctxlens.lm.info import ModelInfo, info_from_config, positions_limit, stated_train_length
 
 
 def submodule(module: torch.nn.Module, path: str | None) -> torch.nn.Module | None:
@@ -72,11 +64,13 @@ class LM:
     """A model + tokenizer + family adapter. Build with ``ctxlens.load``.
 
     ``train_length``: the context length the model was trained at, when its source records it
-    (a resolver's ``Resolved.train_length``, e.g. the zoo's recipe); None otherwise."""
+    (a resolver's ``Resolved.train_length``, e.g. the zoo's recipe); None otherwise. ``origin``:
+    the resolver prefix it came through ("zoo", "ref"), "" otherwise."""
 
-    def __init__(self, model, tokenizer, family: Family, name: str, train_length: int | None = None):
+    def __init__(self, model, tokenizer, family: Family, name: str, train_length: int | None = None,
+                 origin: str = ""):
         self.model, self.tokenizer, self.family, self.name = model, tokenizer, family, name
-        self.train_length = train_length
+        self.train_length, self.origin = train_length, origin
         self.config = model.config
         self.layers = model.get_submodule(family.layers)
         self.n_layers = len(self.layers)
@@ -179,15 +173,14 @@ class LM:
     def config_train_length(self) -> int | None:
         """The training length the config states: the ``original_max_position_embeddings`` of its
         RoPE scaling (the global layers' on a per-type model), else ``max_position_embeddings``."""
-        config = _rope.text_config(self.model)
-        params = getattr(config, "rope_parameters", None) or {}
-        keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first
-        entries = [params[k] for k in sorted(keys, key=lambda k: k != _rope.GLOBAL) if params[k]] if keys else [params]
-        originals = [e.get("original_max_position_embeddings") for e in entries]
-        for value in (*originals, getattr(config, "max_position_embeddings", None)):
-            if value:
-                return int(value)
-        return None
+        return stated_train_length(self.config)
+
+    @property
+    def info(self) -> ModelInfo:
+        """What the model is (``ctxlens.lm.info``): kind, positions, training length, window, width, origin."""
+        info = info_from_config(self.config, self.train_length, self.origin)
+        family = self.family  # an inferred adapter knows what the hand-written records do not
+        return info if info.kind else dataclasses.replace(info, kind=family.kind, position=family.position)
 
     def rope_info(self, layer: int) -> dict:
         """Row columns naming the RoPE ``layer`` uses now: its layer type, base and RoPE type."""
@@ -199,7 +192,7 @@ class LM:
     def check_length(self, n_tokens: int) -> None:
         """Raise a clear error if ``n_tokens`` exceeds what the model's positions allow."""
         text = self.config.get_text_config() if hasattr(self.config, "get_text_config") else self.config
-        limit, hard = _positions_limit(text)
+        limit, hard = positions_limit(text)
         if limit is None or n_tokens <= limit:
             return
         if hard:

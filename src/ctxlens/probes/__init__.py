@@ -7,7 +7,10 @@
 - ``qk``: the q/k scan of ``LM.scan_qk`` with RoPE pair contributions; ``dominant`` and
   ``positional_heads``: dominant dimension vs distance and the heads it ranks;
 - ``rope`` and ``extrapolation``: the RoPE experiments' options, inputs and transforms;
-- ``passkey``: the built-in needle probes; ``tasks``: task prompts, decoding and scored rows.
+- ``passkey``: the built-in needle probes (zoo corpus, classic, RULER's wording); ``tasks``: task
+  prompts, decoding and scored rows;
+- ``throughput``: a few-second prefill / decode probe of a loaded model (the runner's and the
+  profile's time estimates).
 
 Layer selection is ``ctxlens.core.options.Layers``, resolved by ``LM.layer_indices``.
 Experiments import these; these import ``tasks``, ``data``, ``metrics``, ``lm`` and ``core``

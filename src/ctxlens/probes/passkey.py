@@ -17,6 +17,11 @@ Passkey prompts come in two styles, both scored by greedy generation (exact matc
   were trained on.
 - ``classic``: the usual passkey prompt (a repeated filler, ``The pass key is 48213. Remember
   it.`` at the chosen depth, ``What is the pass key? The pass key is`` at the end), for hub models.
+- ``ruler``: RULER's own passkey, its ``niah_single_1`` task rendered by the task engine
+  (``ctxlens.tasks``: a magic number hidden in repeated noise sentences, RULER's question and
+  answer prefix, the model's chat template when it has one), decoded greedily for ``RULER_BUDGET``
+  tokens and scored as RULER does (the number found in the answer); the default for models
+  outside the zoo.
 
 Depth is the fraction of the prompt before the needle (0: start, 1: end). Prompts are built to
 ``length`` tokens; ``n_tokens`` records the actual count (a tokenizer may land a little short).
@@ -36,8 +41,10 @@ import torch
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 
-Style = typing.Literal["corpus", "classic"]
+Style = typing.Literal["corpus", "classic", "ruler"]
 STYLES = typing.get_args(Style)
+RULER_TASK = "niah_single_1"  # RULER's passkey retrieval
+RULER_BUDGET = 32  # tokens generated per RULER-style probe (a 7-digit number and some words around it)
 _FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 
 
@@ -46,6 +53,7 @@ class Probe:
     ids: torch.Tensor  # [n_tokens] prompt token ids
     answer: str
     depth: float
+    budget: int = 0  # tokens generated; 0: the answer's tokens + 1, and the answer must come first
 
     @property
     def n_tokens(self) -> int:
@@ -117,17 +125,50 @@ def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: 
     """``n_per_depth`` probes at each depth; probe i's needle and answer depend on (seed, i) only."""
     if style not in STYLES:
         raise unknown("passkey style", style, STYLES)
+    if style == "ruler":
+        return [p for depth in depths for p in _ruler(tokenizer, length, depth, n_per_depth, seed)]
     make = _corpus if style == "corpus" else _classic
     return [make(tokenizer, length, depth, seed, i) for depth in depths for i in range(n_per_depth)]
 
 
+def _ruler(tokenizer, length: int, depth: float, n: int, seed: int) -> list[Probe]:
+    """``n`` RULER passkey prompts (``niah_single_1``) of ``length`` tokens with their generation
+    budget, the needle at ``depth``; raises ``TooShort`` when RULER's template does not fit."""
+    from ctxlens.tasks.dataset import generate
+
+    batch = generate(RULER_TASK, tokenizer, length, n, seed, template="auto", budget=RULER_BUDGET,
+                     options={"depths": [100.0 * depth]})
+    return [Probe(torch.tensor(s.input_ids), s.outputs[0], depth, budget=RULER_BUDGET) for s in batch]
+
+
 @torch.inference_mode()
 def retrieved(lm, probe: Probe) -> bool:
-    """Greedy generation from the prompt starts with the answer."""
-    n_new = len(_encode(lm.tokenizer, probe.answer)) + 1
+    """Greedy generation from the prompt starts with the answer (RULER-style probes: contains it,
+    as RULER's ``string_match_all`` scores)."""
+    from ctxlens.tasks.scoring import score
+
+    n_new = probe.budget or len(_encode(lm.tokenizer, probe.answer)) + 1
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id
     out = lm.greedy(probe.ids[None], n_new, pad if pad is not None else 0)  # [1, n_tokens + new]
-    return lm.tokenizer.decode(out[0, probe.n_tokens:].tolist()).strip().startswith(probe.answer)
+    text = lm.tokenizer.decode(out[0, probe.n_tokens:].tolist(), skip_special_tokens=bool(probe.budget))
+    return score(text, [probe.answer], "all") == 100.0 if probe.budget else text.strip().startswith(probe.answer)
+
+
+def ruler_needle_accuracy(lm, length: int, depth: float, n: int, seed: int) -> dict:
+    """The needle row of ``rope-theta-sweep`` in RULER's wording: greedy accuracy of ``n`` RULER
+    passkey probes (``niah_single_1``) of ``length`` tokens, the needle at ``depth``; a flag
+    instead when RULER's template does not fit ``length``."""
+    from ctxlens.tasks.base import TooShort
+
+    lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
+    try:
+        probes = _ruler(lm.tokenizer, length, depth, n, seed)
+    except TooShort as err:
+        return {"length": length, "n": 0, "needle_depth": depth, "accuracy": None, "needles_lost": 0,
+                "flag": str(err)}
+    hits = [retrieved(lm, p) for p in probes]
+    return {"length": length, "n": len(probes), "needle_depth": depth, "accuracy": sum(hits) / len(hits),
+            "prompt_tokens": sum(p.n_tokens for p in probes) / len(probes), "needles_lost": 0, "flag": None}
 
 
 # --------------------------------------------------------------------------------------

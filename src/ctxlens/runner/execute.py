@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from tqdm.auto import tqdm
 from ctxlens.core.env import environment
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
-from ctxlens.runner import dist, lock
+from ctxlens.runner import dist, lock, plans
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class _Writer:
     def __init__(self, out: Path, config: dict, shard: dist.Shard, device: str | None):
         self.out, self.config, self.shard, self.device = out, config, shard, device
         self.fingerprints: dict[str, str] = {}  # spec -> fingerprint of the weights this process loaded
+        self.resolved: dict[str, dict] = {}  # spec -> options filled from that model (runner.plans)
         self.store: RunStore | None = None
 
     def open(self, models: Sequence[str]) -> RunStore:
@@ -122,8 +124,11 @@ class _Writer:
         listed = list(dict.fromkeys([*(old.get("models") or []), *models]))
         prints = {**(old.get("fingerprints") or {}),
                   **{m: f for m, f in self.fingerprints.items() if m in listed}}
-        if not old or listed != old.get("models") or prints != (old.get("fingerprints") or {}):
-            config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {})}
+        resolved = {**(old.get("resolved") or {}), **{m: v for m, v in self.resolved.items() if m in listed}}
+        if (not old or listed != old.get("models") or prints != (old.get("fingerprints") or {})
+                or resolved != (old.get("resolved") or {})):
+            config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {}),
+                      **({"resolved": resolved} if resolved else {})}
             self.store.write_config(config, compare_keys=COMPARE_KEYS)
 
 
@@ -184,10 +189,15 @@ def run(
     options: dict | None = None,
     model_options: dict | None = None,
     progress: bool = True,
+    announce: bool | None = None,
 ) -> RunStore:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
 
-    Nothing is written to ``out`` before the first unit's rows are ready (see the module docstring).
+    Options the user leaves unset that depend on the model are filled per model
+    (``ctxlens.runner.plans``). ``announce`` (default: ``progress``): print each model's plan to
+    stderr once it has loaded, before its first forward, then a time estimate from a short
+    throughput probe. Nothing is written to ``out`` before the first unit's rows are ready (see the
+    module docstring).
     """
     from ctxlens.core.errors import CtxlensError
 
@@ -204,6 +214,7 @@ def run(
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the run.")
     options = {k.replace("-", "_"): getattr(config, k.replace("-", "_")) for k in options}  # stored parsed
+    announce = progress if announce is None else announce
     run_cfg = run_config(experiment, models, options, model_options)
     check_ours(out)
     check_config(out, run_cfg, compare_keys=COMPARE_KEYS)
@@ -215,17 +226,25 @@ def run(
         load_options["device"] = shard.device(load_options["device"])
     writer = _Writer(out, run_cfg, shard, load_options.get("device"))
     try:
-        return _run_models(exp, config, experiment, models, out, writer, shard, load_options, model_options, progress)
+        return _run_models(exp, config, options, models, out, writer, shard, load_options, model_options,
+                           progress, announce)
     finally:
         if writer.store is not None:
             writer.store.close()
 
 
-def _run_models(exp, config, experiment, models, out, writer, shard, load_options, model_options, progress):
+def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce):
     done = committed_units(out)
+    before = read_config(out) or {}
+    recorded, listed_before = before.get("resolved") or {}, before.get("models") or []
+    extrapolate = bool(model_options.get("allow_extrapolation"))
+    read_options = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
     index = 0
     for position, spec in enumerate(models):
-        units = [{"model": spec, "experiment": experiment, **u} for u in exp.plan(config)]
+        mp = plans.for_model(exp, options, config, spec, recorded, listed_before, extrapolate, read_options)
+        if exp.defaults is not None:
+            writer.resolved[spec] = mp.filled
+        units = [{"model": spec, "experiment": exp.name, **u} for u in exp.plan(mp.config)]
         mine = [u for i, u in enumerate(units, start=index) if shard.owns(i)]
         index += len(units)
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
@@ -234,9 +253,11 @@ def _run_models(exp, config, experiment, models, out, writer, shard, load_option
         (lm, columns), cache = _ready(exp, spec, load_options, model_options), {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
-        desc = f"{experiment} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
+        if announce:
+            _announce(exp, mp, lm, todo, len(mine), extrapolate)
+        desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
-            rows = exp.run(lm, config, unit, cache)
+            rows = exp.run(lm, mp.config, unit, cache)
             store = writer.open(models[:position + 1]) if n == 0 else writer.store
             if RunStore.unit_key(unit) in store.done():
                 continue  # another writer committed it while this one computed (it has since finished)
@@ -249,6 +270,25 @@ def _run_models(exp, config, experiment, models, out, writer, shard, load_option
     store = writer.open(models)  # every model is finished or committed: the config lists them all
     dist.barrier(shard, load_options.get("device"))
     return store
+
+
+def _announce(exp, mp, lm, todo, n_units, extrapolate) -> None:
+    """The plan to stderr (before any forward), then the estimate from a throughput probe."""
+    info = lm.info if exp.loads_model else mp.info
+    print("\n".join(plans.describe(exp, mp, info, todo, n_units, extrapolate)), file=sys.stderr, flush=True)
+    if exp.loads_model:
+        from ctxlens.probes.throughput import measure
+
+        try:
+            line = plans.estimate(exp, mp.config, todo, measure(lm))
+        except Exception as err:  # noqa: BLE001 - the estimate is a courtesy: the run goes on without it
+            line = f"  no time estimate: the throughput probe failed ({_one_line(err)})"
+        print(line, file=sys.stderr, flush=True)
+
+
+def _one_line(err: Exception) -> str:
+    text = " ".join(str(err).split())
+    return text[:200] or type(err).__name__
 
 
 class FinishedRun:

@@ -8,15 +8,25 @@ newlines, and counts a reference as found when it occurs in the prediction, igno
 * ``all`` (niah, vt, cwe, fwe): the fraction of references found;
 * ``part`` (qa): 1 when any reference is found.
 
-Scores are percentages, as in RULER's tables. ``effective_length`` is RULER's effective context
-length (largest length whose mean score, and every shorter one's, reaches the threshold; 85.6 is
-Llama-2-7B at 4K); ``optimal_length`` is the visible context with the best mean accuracy (seed
-001, "Intrinsic Entropy of Context Length Scaling in LLMs", Appendix A.3). Pure Python: the
-report can use these without torch.
+Scores are percentages, as in RULER's tables. Per length, ``length_means`` averages the task
+means over the same task set at every length (every task the group ran); a task that did not fit
+a length (a flagged row, no score) leaves that length's mean unknown and is named in ``missing``.
+Two lengths are read off those means ("RULER: What's the Real Context Size of Your Long-Context
+Language Models?", Table 3: the threshold 85.6 is Llama-2-7B's score at 4K):
+
+* ``effective_length``: RULER's effective length, the largest length whose mean score exceeds
+  the threshold (strictly; shorter lengths may fall below it);
+* ``sustained_length``: ctxlens's stricter reading, the largest length up to which every length's
+  mean exceeds the threshold (no drop at or below it).
+
+``optimal_length`` is the visible context with the best mean accuracy (seed 001, "Intrinsic
+Entropy of Context Length Scaling in LLMs", Appendix A.3). Pure Python: the report can use
+these without torch.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -58,33 +68,75 @@ def score(prediction: str, references: Sequence[str], metric: str) -> float:
     return 100.0 * METRICS[metric](postprocess(prediction), references)
 
 
+def _given(v) -> bool:
+    """Not None and not NaN (rows read through pandas hold NaN where a value is absent)."""
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
 def mean_by(rows: Iterable[dict], keys: Sequence[str], value: str = "score") -> dict[tuple, float]:
-    """Mean of ``value`` per combination of ``keys`` (rows without a value are skipped)."""
+    """Mean of ``value`` per combination of ``keys`` (rows without a value, or NaN, are skipped)."""
     sums: dict[tuple, list[float]] = defaultdict(list)
     for r in rows:
-        if r.get(value) is not None:
+        if _given(r.get(value)):
             sums[tuple(r.get(k) for k in keys)].append(float(r[value]))
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
-def effective_length(rows: Iterable[dict], threshold: float = THRESHOLD, by: Sequence[str] = ("model",)) -> dict:
-    """Per group: the largest length up to which every length's mean score reaches ``threshold``.
+def length_means(rows: Iterable[dict], by: Sequence[str] = ("model",)) -> list[dict]:
+    """One row per group of ``by`` and length: ``score``, the mean over the group's task set of
+    each task's mean score (each task weighs the same, as in RULER), None when a task of the set
+    has no score at that length (``missing``: those tasks, e.g. a prompt that does not fit);
+    ``scored_mean``, the mean over the tasks that have one; ``n_tasks`` the size of the set.
 
-    The mean at a length is taken over its tasks' means (each task weighs the same, as in RULER).
-    A group whose shortest length already misses the threshold gets None.
-    """
+    The task set of a group is every task any of its rows names (scored or flagged)."""
+    rows = list(rows)
+    task_sets: dict[tuple, set] = defaultdict(set)
+    lengths: dict[tuple, set] = defaultdict(set)
+    for r in rows:
+        if _given(r.get("task")) and _given(r.get("length")):
+            group = tuple(r.get(k) for k in by)
+            task_sets[group].add(r["task"])
+            lengths[group].add(r["length"])
     per_task = mean_by(rows, [*by, "length", "task"])
-    per_length: dict[tuple, list[float]] = defaultdict(list)
-    for key, v in per_task.items():
-        per_length[key[:-1]].append(v)
-    groups: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
-    for key, v in per_length.items():
-        groups[key[:-1]].append((key[-1], sum(v) / len(v)))
+    out = []
+    for group in sorted(task_sets, key=repr):
+        tasks = sorted(task_sets[group])
+        for length in sorted(lengths[group]):
+            means = {t: per_task[(*group, length, t)] for t in tasks if (*group, length, t) in per_task}
+            missing = [t for t in tasks if t not in means]
+            scored = sum(means.values()) / len(means) if means else None
+            out.append({**dict(zip(by, group)), "length": length, "score": None if missing else scored,
+                        "scored_mean": scored, "n_tasks": len(tasks), "n_scored": len(means),
+                        "missing": ",".join(missing) or None})
+    return out
+
+
+def _curves(rows: Iterable[dict], by: Sequence[str]) -> dict[tuple, list[tuple[int, float | None]]]:
+    """Per group: (length, mean over the task set or None), by length."""
+    curves: dict[tuple, list[tuple[int, float | None]]] = defaultdict(list)
+    for m in length_means(rows, by):
+        curves[tuple(m[k] for k in by)].append((m["length"], m["score"]))
+    return curves
+
+
+def effective_length(rows: Iterable[dict], threshold: float = THRESHOLD, by: Sequence[str] = ("model",)) -> dict:
+    """RULER's effective length per group: the largest length whose mean score over the task set
+    exceeds ``threshold`` (RULER, Table 3); None when no length does. A length with a
+    missing task (no mean over the whole set) does not count."""
+    return {group: max((length for length, v in curve if v is not None and v > threshold), default=None)
+            for group, curve in _curves(rows, by).items()}
+
+
+def sustained_length(rows: Iterable[dict], threshold: float = THRESHOLD, by: Sequence[str] = ("model",)) -> dict:
+    """Per group: the largest length up to which every length's mean score over the task set
+    exceeds ``threshold`` (ctxlens's stricter reading of RULER's effective length: the first
+    length at or below the threshold, or with a missing task, ends it); None when the shortest
+    length already fails."""
     out = {}
-    for group, curve in groups.items():
+    for group, curve in _curves(rows, by).items():
         best = None
-        for length, v in sorted(curve):
-            if v < threshold:
+        for length, v in curve:
+            if v is None or v <= threshold:
                 break
             best = length
         out[group] = best

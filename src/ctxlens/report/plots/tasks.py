@@ -11,7 +11,7 @@ import pandas as pd
 from ctxlens.report.figures import Panel, figure, heatmap, log2_axis
 from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, numeric
 from ctxlens.report.registry import plotter
-from ctxlens.tasks.scoring import effective_length
+from ctxlens.tasks.scoring import effective_length, length_means, sustained_length
 
 PAPER = "How Well Can a Long Sequence Model Model Long Sequences?"
 SCORE = "score (%)"
@@ -21,6 +21,23 @@ N_EXAMPLES = 2  # example generations shown per model and group
 def scored(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that were scored (flagged units without samples are left to the warnings)."""
     return numeric(df, "score")[lambda d: d["score"].notna()]
+
+
+def _with_flags(per_task: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """``per_task`` plus one row (no score, ``flag``) per (series, task, length) that has flagged
+    rows and no score: a task that did not fit that length, shown instead of left out."""
+    if "flag" not in df:
+        return per_task
+    flags = df[df["flag"].notna() & df["score"].isna()] if "score" in df else df[df["flag"].notna()]
+    have = set(zip(per_task["series"], per_task["task"], per_task["length"]))
+    extra = [{"series": s, "task": t, "length": n, "score": None, "flag": f}
+             for s, t, n, f in zip(flags["series"], flags["task"], flags["length"], flags["flag"])
+             if (s, t, n) not in have]
+    if not extra:
+        return per_task
+    extra_df = pd.DataFrame(extra).drop_duplicates(["series", "task", "length"])
+    both = pd.concat([per_task, extra_df], ignore_index=True)
+    return numeric(both, "score").sort_values(["series", "task", "length"], ignore_index=True)
 
 
 def examples(df: pd.DataFrame, by: list[str]) -> tuple[str, pd.DataFrame]:
@@ -46,12 +63,13 @@ def _clip(v, n: int = 300):
          metrics=("score",))
 def ruler(df, ctx):
     rows = scored(numeric(df, "length"))
-    per_task = mean_sem(rows, ["series", "task", "length"], "score")
-    per_length = per_task.groupby(["series", "length"], sort=False)["score"].agg(["mean", "count"]).reset_index()
-    per_length = per_length.rename(columns={"mean": "score", "count": "n_tasks"})
-    effective = effective_length(rows.to_dict("records"), ctx.threshold, by=("series",))
-    eff = pd.DataFrame([{"series": s, "threshold": ctx.threshold, "effective_length": effective.get((s,))}
-                        for s in dict.fromkeys(per_length["series"])])
+    per_task = _with_flags(mean_sem(rows, ["series", "task", "length"], "score"), numeric(df, "length"))
+    records = numeric(df, "length").to_dict("records")
+    per_length = numeric(pd.DataFrame(length_means(records, by=("series",))), "score", "scored_mean")
+    effective = effective_length(records, ctx.threshold, by=("series",))
+    sustained = sustained_length(records, ctx.threshold, by=("series",))
+    eff = pd.DataFrame([{"series": s, "threshold": ctx.threshold, "effective_length": effective.get((s,)),
+                         "sustained_length": sustained.get((s,))} for s in dict.fromkeys(per_length["series"])])
     fig, (ax,) = figure(1, width=4.4, height=3.0)
     draw_lines(ax, per_length, "length", "score", ctx)
     ax.axhline(ctx.threshold, color="0.3", linestyle="--", linewidth=0.8, label=f"threshold {ctx.threshold:g}")
@@ -61,20 +79,24 @@ def ruler(df, ctx):
     log2_axis(ax, per_length["length"])
     ax.set_ylim(-3, 103)
     finish(ax, "context length (tokens)", "mean score over tasks (%)")
-    first = Panel("ruler-length", "Mean over tasks per length; dotted: effective length (largest length up to "
-                  "which every length's mean reaches the threshold)", fig, per_length)
+    first = Panel("ruler-length", "Mean over the same tasks at every length (a length where a task did not fit has "
+                  "no mean: see 'missing'); dotted: RULER's effective length (largest length whose mean exceeds the "
+                  "threshold); sustained length: largest length up to which every length's mean exceeds it",
+                  fig, per_length)
     first.extra_tables.append(("Effective length", eff))
 
     series = list(dict.fromkeys(per_task["series"]))
     fig2, axes = figure(len(series), width=max(3.0, 0.6 * per_task["length"].nunique() + 2.0),
                         height=0.28 * per_task["task"].nunique() + 1.4)
     for ax, s in zip(axes, series):
-        m = per_task[per_task["series"] == s].pivot_table(index="task", columns="length", values="score")
+        m = per_task[per_task["series"] == s].pivot_table(index="task", columns="length", values="score",
+                                                                  dropna=False)
         heatmap(ax, m.to_numpy(), [_k(c) for c in m.columns], list(m.index), vmin=0, vmax=100, cmap="RdYlGn",
                 colorbar_label=SCORE)
         finish(ax, "context length (tokens)", "task", s, show_legend=False)
         ax.title.set_color(ctx.color(s))
-    second = Panel("ruler-tasks", "Score per task and length", fig2, per_task)
+    second = Panel("ruler-tasks", "Score per task and length (blank: the task did not fit that length; "
+                   "see its flag)", fig2, per_task)
     second.extra_tables.append(examples(df, ["task"]))
     return [first, second]
 

@@ -1,0 +1,125 @@
+"""``ModelInfo``: what a model is, read from its config, for defaults and plans that fit it.
+
+An experiment's options that depend on the model (RULER's lengths, the head-masking passkey
+wording, the intrinsic-entropy sample count) are filled from this description, never from the
+zoo's constants: its family kind and position encoding (``ctxlens.lm.families``), how many
+positions it takes (hard for learned positions, soft for RoPE), the length it was trained at (the
+resolver's record, e.g. the zoo recipe, else the ``original_max_position_embeddings`` of a scaled
+RoPE, else ``max_position_embeddings``), its sliding window, its feature width and where it came
+from (``zoo`` for ``zoo:NAME``). It is read from ``config.json`` without the weights
+(``read_info``), so a run plans before it loads, or from a loaded ``LM`` (``LM.info``): the same
+function of the same config either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import rope as _rope
+from ctxlens.lm.families import known_family
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model is (see the module docstring); None where its config does not say."""
+
+    model_type: str
+    kind: str | None  # transformer | ssm | recurrent | hybrid (None: no hand-written family)
+    position: str | None  # rope | alibi | learned | none
+    max_positions: int | None  # what its positions allow (config)
+    hard_limit: bool  # learned absolute positions: no extrapolation at all
+    train_length: int | None  # the length it was trained at
+    sliding_window: int | None
+    d_model: int | None
+    origin: str = ""  # the resolver prefix it was loaded through: "zoo", "ref", or "" (hub, path, GGUF)
+
+    @property
+    def zoo(self) -> bool:
+        return self.origin == "zoo"
+
+    def allows(self, n_tokens: int, extrapolate: bool = False) -> bool:
+        """Whether ``n_tokens`` positions fit: within ``max_positions``, or beyond it with
+        ``extrapolate`` when the positions are not learned (``LM.check_length``'s rule)."""
+        if self.max_positions is None or n_tokens <= self.max_positions:
+            return True
+        return extrapolate and not self.hard_limit
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "zoo": self.zoo}
+
+    def describe(self) -> str:
+        """One line: type, kind / position, positions, training length, window, width, origin."""
+        parts = [self.model_type, "/".join(p for p in (self.kind, self.position) if p)]
+        if self.max_positions:
+            parts.append(f"{self.max_positions} positions" + (" (learned)" if self.hard_limit else ""))
+        if self.train_length:
+            parts.append(f"trained at {self.train_length}")
+        if self.sliding_window:
+            parts.append(f"sliding window {self.sliding_window}")
+        if self.d_model:
+            parts.append(f"d_model {self.d_model}")
+        if self.origin:
+            parts.append(f"{self.origin} model")
+        return ", ".join(p for p in parts if p)
+
+
+def _int(config, *names: str) -> int | None:
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def positions_limit(config) -> tuple[int | None, bool]:
+    """(max positions, hard?) of a text config — hard for learned absolute positions, soft for RoPE."""
+    for attr in ("n_positions", "max_seq_len"):
+        if getattr(config, attr, None):
+            return int(getattr(config, attr)), True
+    if getattr(config, "max_position_embeddings", None):
+        return int(config.max_position_embeddings), False
+    return None, False
+
+
+def stated_train_length(config) -> int | None:
+    """The training length a config states: the ``original_max_position_embeddings`` of its RoPE
+    scaling (the global layers' on a per-type model), else ``max_position_embeddings``."""
+    config = _rope.text_config(config)
+    params = getattr(config, "rope_parameters", None) or {}
+    keys = _rope.rope_keys(config)  # per layer type: the global layers' entry first
+    entries = [params[k] for k in sorted(keys, key=lambda k: k != _rope.GLOBAL) if params[k]] if keys else [params]
+    originals = [e.get("original_max_position_embeddings") for e in entries if isinstance(e, dict)]
+    for value in (*originals, getattr(config, "max_position_embeddings", None)):
+        if value:
+            return int(value)
+    return None
+
+
+def info_from_config(config, train_length: int | None = None, origin: str = "") -> ModelInfo:
+    """The ``ModelInfo`` of a (transformers) config; ``train_length``: what the model's source
+    records (the zoo recipe), which wins over the config's statement."""
+    text = _rope.text_config(config)
+    family = known_family(getattr(config, "model_type", ""))
+    limit, hard = positions_limit(text)
+    return ModelInfo(
+        model_type=str(getattr(config, "model_type", "")), kind=family.kind if family else None,
+        position=family.position if family else None, max_positions=limit, hard_limit=hard,
+        train_length=train_length or stated_train_length(text) or limit,
+        sliding_window=_int(text, "sliding_window", "attention_window"),
+        d_model=_int(text, "hidden_size", "d_model", "n_embd"), origin=origin)
+
+
+def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
+    """The ``ModelInfo`` of model ``spec`` from its config alone (no weights loaded)."""
+    from transformers import AutoConfig
+
+    from ctxlens.lm.loading import resolved
+
+    where = resolved(spec)
+    try:
+        config = AutoConfig.from_pretrained(where.path, trust_remote_code=trust_remote_code, revision=revision)
+    except (OSError, ValueError) as err:
+        raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
+                           "check the hub id or path, and network access for hub ids.") from None
+    return info_from_config(config, where.train_length, where.origin)

@@ -1,0 +1,117 @@
+"""One model's plan: the options that depend on the model, its units, their tokens, a time estimate.
+
+An experiment's ``defaults`` hook fills the options the user did not give from the model
+(``ctxlens.lm.info.ModelInfo``, read from its config without the weights). The filled values are
+recorded per model in ``config.yaml`` (``resolved``), so a resume plans the same units without
+reading the model again; a model that a run directory lists without such a record ran before
+model defaults existed, with the declared defaults, and keeps them. ``describe`` is the plan the
+runner prints (to stderr) once the model has loaded and before its first forward; ``estimate``
+adds the time from a throughput probe (``ctxlens.probes.throughput``). ``ctxlens profile`` builds
+its suite from the same pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ctxlens.experiments.base import Experiment, Work, make_config
+from ctxlens.lm.info import ModelInfo, read_info
+from ctxlens.probes.throughput import Throughput
+
+SAMPLE_COUNTS = ("n_samples", "n_sequences", "n_windows")  # the fallback's sequences per unit
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The experiment's config for one model (its defaults filled), what was filled, and why."""
+
+    spec: str
+    config: object
+    filled: dict
+    notes: tuple[str, ...] = ()
+    info: ModelInfo | None = None
+
+
+def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict, listed: Sequence[str],
+              extrapolate: bool, read_options: dict | None = None) -> ModelPlan:
+    """The plan config of ``spec``: ``config`` with the model's defaults for options not in
+    ``options`` (the user's), from ``recorded`` (config.yaml's ``resolved``) when the run holds
+    them, kept as declared for a model ``listed`` before records existed, else from its config."""
+    if exp.defaults is None:
+        return ModelPlan(spec, config, {})
+    if spec in recorded:
+        filled = dict(recorded[spec] or {})
+        note = (f"options from the model, as the run recorded them: {_show(filled)}",) if filled else ()
+        return ModelPlan(spec, _with(exp, options, filled), filled, note)
+    if spec in listed:
+        return ModelPlan(spec, config, {}, ("this run predates options from the model: it keeps the declared "
+                                            "defaults",))
+    info = read_info(spec, **(read_options or {}))
+    made = exp.defaults(info, config, frozenset(options), extrapolate)
+    filled = {k: v for k, v in made.values.items() if k not in options}
+    notes = ((f"options from the model: {_show(filled)}",) if filled else ()) + tuple(made.notes)
+    return ModelPlan(spec, _with(exp, options, filled), filled, notes, info)
+
+
+def _with(exp: Experiment, options: dict, filled: dict):
+    return make_config(exp.Config, {**options, **filled})
+
+
+def _show(values: dict) -> str:
+    return "; ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items())
+
+
+def unit_work(exp: Experiment, config, unit: dict) -> list[Work] | None:
+    """The tokens ``unit`` processes: the experiment's ``work`` hook, else one forward of the unit's
+    ``length`` per sample of the config, else None (not known)."""
+    if exp.work is not None:
+        return exp.work(config, unit)
+    length = unit.get("length")
+    count = next((getattr(config, name) for name in SAMPLE_COUNTS if isinstance(getattr(config, name, None), int)),
+                 None)
+    return [Work(count, length)] if isinstance(length, int) and count else None
+
+
+def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Sequence[dict], n_units: int,
+             extrapolate: bool) -> list[str]:
+    """The plan's lines: model, what came from it, units, tokens (before any forward)."""
+    lines = [f"ctxlens: {exp.name} on {plan.spec}" + (f" ({info.describe()})" if info else "")]
+    lines += [f"  {note}" for note in plan.notes]
+    lines.append(f"  units: {len(todo)} to run" + (f" of {n_units} ({n_units - len(todo)} done)"
+                                                   if n_units != len(todo) else ""))
+    works = [unit_work(exp, plan.config, u) for u in todo]
+    known = [w for ws in works if ws is not None for w in ws]
+    if known:
+        prompt, new = sum(w.prompt_tokens for w in known), sum(w.new_tokens for w in known)
+        lines.append(f"  tokens: {prompt:,} prompt" + (f" + {new:,} generated" if new else "")
+                     + (f" (not known for {works.count(None)} units)" if None in works else ""))
+    else:
+        lines.append("  tokens: not stated by this experiment")
+    beyond = info is not None and info.max_positions is not None and any(
+        isinstance(u.get("length"), int) and u["length"] > info.max_positions for u in todo)
+    if beyond and extrapolate:
+        lines.append(f"  extrapolating: lengths beyond the model's {info.max_positions} positions are planned "
+                     "(--allow-extrapolation)")
+    return lines
+
+
+def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> str:
+    """One line: the estimated time of ``todo`` at the probe's pace (batch 1)."""
+    works = [unit_work(exp, config, u) for u in todo]
+    known = [w for ws in works if ws is not None for w in ws]
+    if not known:
+        return f"  throughput: {speed.describe()}; no time estimate (the experiment states no token counts)"
+    seconds = sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.new_tokens) for w in known)
+    partial = " for the units with known tokens" if None in works else ""
+    return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; batch 1, from a short probe on "
+            "this machine)")
+
+
+def duration(seconds: float) -> str:
+    """'45 s', '12 min', '3.4 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
