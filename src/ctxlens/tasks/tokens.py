@@ -50,8 +50,9 @@ def normalize(pieces: list[str]) -> list[str]:
 
 
 def fingerprint(tokenizer) -> str:
-    """A short hash of everything that decides how ``tokenizer`` turns text into ids."""
-    parts = [type(tokenizer).__name__, str(getattr(tokenizer, "chat_template", None) or "")]
+    """A short hash of everything that decides how ``tokenizer`` turns text into ids and frames a chat
+    prompt; the same for one tokenizer however it was loaded (transformers or ``tasks.tokenizer``)."""
+    parts = [str(getattr(tokenizer, "chat_template", None) or "")]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         parts.append(backend.to_str())
