@@ -91,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--squad", default=None, help="SQuAD v2 dev JSON for qa_1")
     t.add_argument("--hotpotqa", default=None, help="HotpotQA distractor dev JSON for qa_2")
     t.add_argument("--out", help="directory to write <length>/data/<task>/validation.jsonl into")
+    t.add_argument("--no-cache", action="store_true", help="generate anew, without reading or writing the task cache")
     t.epilog = ("Task options (RULER's arguments, see `ctxlens tasks list`) are given as --NAME VALUE, e.g. "
                 "--num_needle_k 4 --type_haystack essay.")
     return p
@@ -128,7 +129,7 @@ def _cmd_tasks(args, extra: list[str]) -> int:
 
     files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out,
                          template=args.template, budget=args.max_new_tokens, options=options,
-                         system_prompt=args.system_prompt)
+                         system_prompt=args.system_prompt, cache=not args.no_cache)
     for f in files:
         print(f)
     return 0

@@ -19,8 +19,6 @@ import shutil
 import weakref
 from pathlib import Path
 
-import numpy as np
-
 from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError
 from ctxlens.tasks.base import Refit, Sample, Setup, check_options, get_task
@@ -83,9 +81,11 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
                        "or a smaller --max-new-tokens.")
     encoder = encoder_for(tokenizer)
     frame = frame_for(tokenizer, template, system_prompt)
-    key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
-                    budget, options)
-    folder = None if cache is False else (cache_root() if cache is True else Path(cache)) / task / key
+    folder = None
+    if cache is not False:
+        key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
+                        budget, options)
+        folder = (cache_root() if cache is True else Path(cache)) / task / key
     if folder is not None and (folder / "samples.jsonl").is_file():
         return load(folder)
     encoder.mode = "pieces"
@@ -109,6 +109,8 @@ def save(samples: list[Sample], folder: Path) -> None:
     with open(tmp / "samples.jsonl", "w") as f:
         for s in samples:
             f.write(json.dumps(s.to_dict(with_ids=False)) + "\n")
+    import numpy as np  # not at import: a process that only generates does not pay for numpy
+
     ids = np.concatenate([np.asarray(s.input_ids, dtype=np.int32) for s in samples] or [np.zeros(0, np.int32)])
     np.save(tmp / "ids.npy", ids)
     shutil.rmtree(folder, ignore_errors=True)
@@ -117,6 +119,8 @@ def save(samples: list[Sample], folder: Path) -> None:
 
 def load(folder: Path) -> list[Sample]:
     """Read samples written by ``save``."""
+    import numpy as np
+
     ids = np.load(folder / "ids.npy")
     out, at = [], 0
     with open(folder / "samples.jsonl") as f:

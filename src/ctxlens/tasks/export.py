@@ -60,7 +60,6 @@ def export(samples: list[Sample], out: str | Path, tokenizer) -> list[Path]:
     from ctxlens.tasks.dataset import encoder_for
 
     encoder = encoder_for(tokenizer)
-    count = lambda text: len(encoder.encode(text)) if text else 0  # noqa: E731
     groups: dict[tuple[int, str], list[Sample]] = {}
     for s in samples:
         groups.setdefault((s.length, s.task), []).append(s)
@@ -69,10 +68,36 @@ def export(samples: list[Sample], out: str | Path, tokenizer) -> list[Path]:
         folder = Path(out) / str(length) / "data" / task
         folder.mkdir(parents=True, exist_ok=True)
         family = get_task(task).family
+        count = Counter(encoder)
         _write(folder / "validation.jsonl", [ruler_record(s, count, family) for s in batch])
         _write(folder / SIDECAR, [ctxlens_record(s) for s in batch])
         written.append(folder / "validation.jsonl")
     return written
+
+
+class Counter:
+    """Tokens of a text without added special tokens, as one encoding of it gives.
+
+    Summed over the text's lines from the encoder's piece cache (a needle prompt's haystack lines
+    are cached pieces), after checking on the first text that the sum equals one full encoding;
+    where it does not (a tokenizer that merges across a line end), every count is a full encoding.
+    """
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.by_lines: bool | None = None if encoder.mode == "pieces" else False
+
+    def __call__(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.by_lines is False:
+            return len(self.encoder.encode(text))
+        lines = sum(self.encoder.costs(text.splitlines(keepends=True)))
+        if self.by_lines is None:
+            full = len(self.encoder.encode(text))
+            self.by_lines = lines == full
+            return full
+        return lines
 
 
 def _write(path: Path, records: list[dict]) -> None:
@@ -121,7 +146,7 @@ def task_table() -> list[dict]:
 
 def export_tasks(names: list[str], tokenizer: str, lengths: list[int], n: int, seed: int, out: str,
                  template: str = "auto", budget: int | None = None, options: dict | None = None,
-                 system_prompt: str = "default") -> list[Path]:
+                 system_prompt: str = "default", cache: bool = True) -> list[Path]:
     """Generate ``names`` at ``lengths`` with ``tokenizer`` and write them in RULER's layout.
 
     ``options`` (task options, ``ctxlens.tasks.base.check_options``) go to the tasks that take them;
@@ -135,5 +160,5 @@ def export_tasks(names: list[str], tokenizer: str, lengths: list[int], n: int, s
     samples = [s for length in lengths for name in names
                for s in generate(name, tok, length, n, seed, template=template, budget=budget,
                                  options={k: v for k, v in options.items() if k in taken_by(name)},
-                                 system_prompt=system_prompt)]
+                                 system_prompt=system_prompt, cache=cache)]
     return export(samples, out, tok)

@@ -89,8 +89,7 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
         return None
     added = {t.content for t in backend.get_added_tokens_decoder().values()}
     declared = {_content(t) for t in (config.get("added_tokens_decoder") or {}).values()}
-    vocab = backend.get_vocab(with_added_tokens=True)
-    if not declared <= added or any(v not in vocab for v in specials.values()):
+    if not declared <= added or any(backend.token_to_id(v) is None for v in specials.values()):
         return None  # transformers would add tokens to the backend first
     return FileTokenizer(backend, specials, template)
 

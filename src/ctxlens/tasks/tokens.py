@@ -77,8 +77,15 @@ class Encoder:
         self._cache: dict[str, tuple[int, ...]] = {}
         self._len: dict[str, int] = {}  # token count of every cached piece
         self.mode = "pieces"
-        self.fingerprint = fingerprint(tokenizer)
+        self._fingerprint: str | None = None
         self.prefix, self.suffix = self._specials()
+
+    @property
+    def fingerprint(self) -> str:
+        """``fingerprint(tokenizer)``, computed when first asked for (a batch made without the cache never is)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.tokenizer)
+        return self._fingerprint
 
     # -- raw encodings -----------------------------------------------------------------
     def _encode_many(self, texts: list[str]) -> list[list[int]]:
