@@ -94,13 +94,15 @@ def _qa_text(dataset: str, index: int, n: int, rng: random.Random) -> tuple[str,
 def _builder(task: str, length: int):
     """(build(size, index) -> (text, answer), increment, budget) of RULER's generator for ``task``."""
     import taskgen
+
     from ctxlens.data import corpus
     from ctxlens.tasks import get_task
 
     spec = get_task(task)
     rng = random.Random(42)
     if spec.family == "niah":
-        essay = corpus.corpus_text(0, 400_000, split="train").split() if spec.options["type_haystack"] == "essay" else []
+        essay = corpus.corpus_text(0, 400_000, split="train").split() if spec.options["type_haystack"] == "essay" \
+            else []
         inc = 500 if essay else (25 if length >= 4096 else 5)
         return (lambda size, i: _niah_text(spec.options, size, rng, essay)), inc, spec.budget
     if spec.family == "qa":
@@ -204,7 +206,8 @@ def process_table(spec: str, length: int, n: int, tasks: list[str] | None = None
         for task in tasks or RULER_TASKS:
             ours = measure([sys.executable, "-m", "ctxlens", "tasks", "export", task, "--tokenizer", folder,
                             "--lengths", str(length), "--n", str(n), "--out", f"{tmp}/ours", "--no-cache"])
-            theirs = measure([sys.executable, __file__, "--baseline", task, folder, str(length), str(n), f"{tmp}/ruler"])
+            theirs = measure([sys.executable, __file__, "--baseline", task, folder, str(length), str(n),
+                              f"{tmp}/ruler"])
             cpu, mem = theirs[0] / ours[0], theirs[1] / ours[1]
             print(f"{task:16} {ours[0]:>8.2f}s {theirs[0]:>9.2f}s {cpu:>6.1f} {ours[1]:>9.0f} {theirs[1]:>10.0f} "
                   f"{mem:>6.1f}")
