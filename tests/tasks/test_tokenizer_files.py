@@ -126,3 +126,30 @@ def test_tasks_list_and_export_import_neither_torch_nor_transformers(tmp_path):
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip().splitlines()[-1] == "HEAVY=", argv
     assert (tmp_path / "out" / "512" / "data" / "niah_single_1" / "validation.jsonl").is_file()
+
+
+def gpt2_style() -> FileTokenizer:
+    """Bytes plus the merges "\n\n" and " \n", behind GPT-2's byte-level pre-tokenizer (its regex)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab.update({"ĊĊ": len(vocab), "ĠĊ": len(vocab) + 1})
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[("Ċ", "Ċ"), ("Ġ", "Ċ")]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return FileTokenizer(backend)
+
+
+def test_gpt2_style_newline_runs_keep_prompts_piecewise():
+    """GPT-2's pre-tokenizer cuts ".\n\nB" as . \n \n B and "x \nB" as x ' ' \n B, though "\n\n" and " \n"
+    are tokens; pieces cut there keep piecewise ids (no fall back to full encodings) equal to the
+    tokenizer's own encoding of the prompt."""
+    from ctxlens.tasks.tokens import Encoder
+
+    tok = gpt2_style()
+    assert tok.encode(".\n\nB") == tok.encode(".\n") + tok.encode("\nB") != tok.encode(".\n\n") + tok.encode("B")
+    assert Encoder(tok).split_runs and not Encoder(load_tokenizer("byte")).split_runs
+    for task in ("vt", "qa_1"):
+        dataset._ENCODERS.clear()
+        for s in generate(task, tok, 1024, 2, cache=False, verify=True):
+            assert s.meta["tokenization"] == "pieces" and s.input_ids == tok.encode(s.prompt)

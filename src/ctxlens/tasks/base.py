@@ -216,7 +216,7 @@ def render(setup: Setup, draft: Draft, answer_prefix: str) -> tuple[list[str], i
     from ctxlens.tasks.tokens import normalize
 
     pieces, first = setup.frame.wrap(draft.pieces, answer_prefix)
-    return normalize(pieces), first
+    return normalize(pieces, setup.encoder.split_runs), first
 
 
 def count(setup: Setup, draft: Draft, answer_prefix: str) -> int:
