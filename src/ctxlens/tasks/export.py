@@ -21,12 +21,14 @@ line in the same order.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from ctxlens.tasks.base import Sample
 
 SIDECAR = "ctxlens.jsonl"
+_CUTS = re.compile(r"(?<=\n)|(?<=[.!?])(?= )")  # after a newline; before the space after a full stop
 
 
 def ruler_record(sample: Sample, count: Callable[[str], int], family: str) -> dict:
@@ -78,9 +80,10 @@ def export(samples: list[Sample], out: str | Path, tokenizer) -> list[Path]:
 class Counter:
     """Tokens of a text without added special tokens, as one encoding of it gives.
 
-    Summed over the text's lines from the encoder's piece cache (a needle prompt's haystack lines
-    are cached pieces), after checking on the first text that the sum equals one full encoding;
-    where it does not (a tokenizer that merges across a line end), every count is a full encoding.
+    Summed over the text's lines and sentences (cut after a newline and before the space after a
+    full stop, where the prompt's pieces are cut) from the encoder's piece cache, after checking on
+    the first text of a batch that the sum equals one full encoding; where it does not (a tokenizer
+    that merges across such a cut), every count is a full encoding.
     """
 
     def __init__(self, encoder):
@@ -92,7 +95,7 @@ class Counter:
             return 0
         if self.by_lines is False:
             return len(self.encoder.encode(text))
-        lines = sum(self.encoder.costs(text.splitlines(keepends=True)))
+        lines = sum(self.encoder.costs(_CUTS.split(text)))
         if self.by_lines is None:
             full = len(self.encoder.encode(text))
             self.by_lines = lines == full
