@@ -153,3 +153,17 @@ def test_gpt2_style_newline_runs_keep_prompts_piecewise():
         dataset._ENCODERS.clear()
         for s in generate(task, tok, 1024, 2, cache=False, verify=True):
             assert s.meta["tokenization"] == "pieces" and s.input_ids == tok.encode(s.prompt)
+
+
+def test_file_tokenizer_answers_like_transformers(tmp_path):
+    from transformers import AutoTokenizer
+
+    folder = saved(tmp_path, "bytelevel")
+    ours, theirs = from_files(folder), AutoTokenizer.from_pretrained(folder)
+    text = "Some text, with <|endoftext|> inside.\n"
+    assert ours(text).input_ids == ours(text)["input_ids"] == theirs(text).input_ids
+    assert ours.tokenize(text) == theirs.tokenize(text) and len(ours) == len(theirs)
+    assert (ours.eos_token_id, ours.pad_token_id, ours.bos_token_id) == (theirs.eos_token_id, theirs.pad_token_id,
+                                                                         theirs.bos_token_id)
+    assert ours.decode(ours.encode(text), skip_special_tokens=True) == theirs.decode(theirs.encode(text),
+                                                                                     skip_special_tokens=True)

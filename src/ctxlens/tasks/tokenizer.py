@@ -42,6 +42,30 @@ class FileTokenizer:
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
 
+    def __call__(self, text: str, add_special_tokens: bool = True) -> Encoding:
+        return Encoding(input_ids=self.encode(text, add_special_tokens))
+
+    def tokenize(self, text: str) -> list[str]:
+        """Token strings of ``text`` without added special tokens (transformers' ``tokenize``)."""
+        return self.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def token_id(self, key: str) -> int | None:
+        """Id of the special token ``key`` (``bos_token`` ...), None when there is none."""
+        token = self.special_tokens_map.get(key)
+        return None if token is None else self.backend_tokenizer.token_to_id(token)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.token_id("bos_token")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.token_id("eos_token")
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self.token_id("pad_token")
+
     def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
         return self.backend_tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
@@ -62,6 +86,12 @@ class FileTokenizer:
         return template.render(messages=_plain(messages), tools=None, documents=None,
                                add_generation_prompt=add_generation_prompt,
                                **_plain({**self.special_tokens_map, **kwargs}))
+
+
+class Encoding(dict):
+    """``{"input_ids": [...]}`` that also reads as ``.input_ids``, as transformers' encodings do."""
+
+    __getattr__ = dict.__getitem__
 
 
 def from_files(directory: str | Path) -> FileTokenizer | None:
