@@ -164,15 +164,27 @@ def baseline(task: str, tokenizer_dir: str, length: int, n: int, out: str) -> No
 # -- measuring both ---------------------------------------------------------------------------------
 
 def measure(argv: list[str]) -> tuple[float, float]:
-    """(CPU seconds, peak RSS in MiB) of one child process, from its own ``wait4`` usage."""
+    """(CPU seconds, peak RSS in MiB) of one process running ``argv``.
+
+    Linux charges a child the peak memory of the image it was forked from, so the process is
+    started by a small stdlib-only launcher (``--launch``), not by this (larger) one."""
     env = {**os.environ, **ONE_THREAD, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "bench")])}
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = subprocess.run([sys.executable, "-S", __file__, "--launch", *argv], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:6])} failed: {done.stderr[-500:]}")
+    cpu, rss = json.loads(done.stdout.strip().splitlines()[-1])
+    return cpu, rss
+
+
+def launch(argv: list[str]) -> None:
+    """Run ``argv`` and print [CPU seconds, peak RSS MiB] from its own ``wait4`` usage."""
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = child.stderr.read() if child.stderr else b""
     _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:6])} failed: {err.decode()[-500:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.stderr.write(err.decode(errors="replace"))
+        sys.exit(1)
+    print(json.dumps([usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024]))
 
 
 def tokenizer_dir(spec: str, fallback=None) -> tuple[str, str]:
@@ -220,6 +232,10 @@ def process_table(spec: str, length: int, n: int, tasks: list[str] | None = None
 
 
 def main(argv=None) -> list[dict]:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--launch"]:
+        launch(argv[1:])
+        return []
     p = argparse.ArgumentParser()
     p.add_argument("--tokenizer", default="ref:smollm2-135m")
     p.add_argument("--length", type=int, default=4096)
