@@ -16,8 +16,9 @@ from ctxlens.tasks.tokenizer import FileTokenizer, from_files
 
 from ._tokenizers import trained_bpe
 
-CHAT = ("{% for m in messages %}{% if loop.first and m['role'] != 'system' %}<|endoftext|>sys: default\n{% endif %}"
-        "{{ m['role'] }}: {{ m['content'] | trim }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+CHAT = ("<|endoftext|>{% for m in messages %}{% if loop.first and m['role'] != 'system' %}system: You test.\n"
+        "{% endif %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}")
 TEXTS = ["", "x", " leading space", "two  spaces\n\nand lines\n", "tab\there", "Ünïcödé — “quotes” 数字",
          "special <|endoftext|> inside", "trailing   ", "\n"]
 
@@ -58,8 +59,12 @@ def test_trained_tokenizer_from_files_matches_transformers(kind, tmp_path):
     assert dataset.encoder_for(ours).fingerprint == dataset.encoder_for(theirs).fingerprint
     same_samples(ours, theirs, "niah_single_1", 512, template="plain")
     if kind == "bytelevel":
-        for system in ("default", "none", "Be brief."):
+        for system, head, recorded in (("default", "<|endoftext|>system: You test.\nuser: ", "You test."),
+                                       ("none", "<|endoftext|>user: ", None),
+                                       ("Be brief.", "<|endoftext|>system: Be brief.\nuser: ", "Be brief.")):
             same_samples(ours, theirs, "niah_single_1", 512, system_prompt=system)
+            (s,) = generate("niah_single_1", ours, 512, 1, cache=False, system_prompt=system)
+            assert s.prompt == head + s.input + "\nassistant:" + s.answer_prefix and s.system_prompt == recorded
         chats = [[{"role": "user", "content": " hi "}],
                  [{"role": "system", "content": "S"}, {"role": "user", "content": "a"},
                   {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]]
