@@ -91,6 +91,8 @@ def test_cli_task_options_reach_the_generator(tmp_path):
     (["cwe", "--tokenizer", "byte", "--num_needle_k", "2"], "not taken by cwe"),
     (["niah_single_1", "--tokenizer", "byte", "--num_needle_k", "two"], "must be int"),
     (["niah_single_1"], "No tokenizer given"),
+    (["niah_single_2", "--tokenizer", "byte", "--type_haystack", "esay"], "Did you mean 'essay'"),
+    (["vt", "niah_single_2", "--tokenizer", "byte", "--type_haystack", "needle"], "not a value vt takes"),
     (["niah_single_1", "--tokenizer", "byte", "--system-prompt", "Be brief."], "needs a chat template"),
 ])
 def test_cli_bad_task_options_are_one_sentence_and_exit_2(argv, message, tmp_path, capsys):

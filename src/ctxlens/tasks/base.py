@@ -121,12 +121,24 @@ def taken_by(name: str) -> set[str]:
     return set(get_task(name).options) | set(EXTRA_OPTIONS)
 
 
+def choices(family: str, name: str) -> tuple[str, ...] | None:
+    """The values RULER's option ``name`` may take in task ``family`` (None: any of its type)."""
+    from ctxlens.tasks.words import KINDS
+
+    kinds = tuple(KINDS)
+    return {("niah", "type_haystack"): ("noise", "essay", "needle"), ("vt", "type_haystack"): ("noise", "essay"),
+            ("niah", "type_needle_k"): kinds, ("niah", "type_needle_v"): kinds}.get((family, name))
+
+
 def check_options(names: list[str], options: dict) -> None:
-    """Raise unless every option in ``options`` is taken by at least one of the tasks ``names``."""
+    """Raise unless every option in ``options`` is taken by at least one of the tasks ``names``, with a
+    value each task that takes it accepts."""
     taken = set().union(*(taken_by(n) for n in names)) if names else set(EXTRA_OPTIONS)
     every = set(EXTRA_OPTIONS).union(*(t.options for t in TASKS.as_dict().values()))
-    for key in options:
+    for key, value in options.items():
         if key in taken:
+            for name in names:
+                _check_value(name, key, value)
             continue
         chosen = ", ".join(names)
         if key in every:
@@ -135,6 +147,14 @@ def check_options(names: list[str], options: dict) -> None:
                                "or choose tasks that take it.")
         raise CtxlensError(f"Unknown task option {clip(key)}.{suggest(str(key), sorted(every))} Options of {chosen}: "
                            f"{', '.join(sorted(taken))}.")
+
+
+def _check_value(task: str, key: str, value) -> None:
+    spec = get_task(task)
+    allowed = choices(spec.family, key) if key in spec.options else None
+    if allowed is not None and value not in allowed:
+        raise CtxlensError(f"Task option {key}={clip(value)} is not a value {task} takes."
+                           f"{suggest(str(value), allowed)} Choose one of: {', '.join(allowed)}.")
 
 
 def parse_option(name: str, value):
