@@ -9,7 +9,9 @@ RULER-style side is charged its tokenisations, not RULER's other costs (nltk, wo
 
 Prints, per task and length: samples per second of each, the speed ratio, and the fill
 (prompt tokens + budget) / L of each (mean and min). Targets: ratio >= 10, mean fill >= 0.995,
-min fill >= 0.99.
+min fill >= 0.99. Then, for every task, the whole-process CPU and peak-memory ratio of
+``ctxlens tasks export`` against a RULER-style process (``bench/taskproc.py``; SmolLM2's
+tokenizer, 4096 tokens, 50 samples, one thread each; ``--quick``: niah_single_1 only). Target 10x.
 
     python bench/taskgen.py [--quick] [--n 100] [--lengths 4096,16384,65536] [--vocab 4096]
 """
@@ -152,6 +154,10 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--lengths", default="4096,16384,65536")
     p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--process-tokenizer", default="ref:smollm2-135m",
+                   help="tokenizer of the whole-process table (bench/taskproc.py); the trained BPE when absent")
+    p.add_argument("--process-n", type=int, default=50)
+    p.add_argument("--process-length", type=int, default=4096)
     args = p.parse_args(argv)
     n, lengths = (10, [4096, 16384]) if args.quick else (args.n, [int(x) for x in args.lengths.split(",")])
     t0 = time.perf_counter()
@@ -184,7 +190,20 @@ def main(argv=None) -> list[dict]:
                     {**row, "metric": "fill (min)", "value": f_ours[1], "target": ">= 0.99", "ok": f_ours[1] >= 0.99}]
     print(f"speed ratio: median {statistics.median(ratios):.1f}, min {min(ratios):.1f} (target >= 10); "
           f"our fill: mean {statistics.mean(our_fills):.4f}, min {min(our_fills):.4f} (targets 0.995 / 0.99)")
+    out += _process_table(args, tok)
     return out
+
+
+def _process_table(args, tok) -> list[dict]:
+    """Whole-process CPU and memory of every task vs a RULER-style process (bench/taskproc.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import taskproc
+
+    tasks = ["niah_single_1"] if args.quick else None
+    return taskproc.process_table(args.process_tokenizer, args.process_length, args.process_n, tasks, fallback=tok)
 
 
 if __name__ == "__main__":

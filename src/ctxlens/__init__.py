@@ -13,10 +13,11 @@ __all__ = ["CtxlensError", "LM", "families", "load", "__version__"]
 
 def __getattr__(name: str):
     if name in ("LM", "families", "load"):
-        import ctxlens.lm as lm
+        import importlib
 
         if name == "load":
             import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: resolvers
-
-        return getattr(lm, name)
+        # from the defining module: ``ctxlens.lm.families`` is also a submodule's name
+        where = {"LM": "model", "families": "families", "load": "loading"}[name]
+        return getattr(importlib.import_module(f"ctxlens.lm.{where}"), name)
     raise AttributeError(f"module 'ctxlens' has no attribute {name!r}")

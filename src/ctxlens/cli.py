@@ -4,7 +4,7 @@
     ctxlens run --config run.yaml
     ctxlens models | experiments | demo | zoo list
     ctxlens report RUN_DIR [RUN_DIR ...] --out report.html [--findings findings.json]
-    ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR
+    ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR [--NAME VALUE ...]
 
 Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
 a problem the user can fix ends in one sentence and exit status 2 (``--debug`` for a traceback).
@@ -80,37 +80,58 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="RULER-style tasks: list them, or export generated data in RULER's JSONL layout")
     t.add_argument("action", choices=["list", "export"])
     t.add_argument("names", nargs="*", help="tasks to export (default: the 13 RULER tasks)")
-    t.add_argument("--tokenizer", default="byte", help="model spec whose tokenizer fits the lengths, or 'byte'")
+    t.add_argument("--tokenizer", help="the model the data is for (its tokenizer fits the lengths): hub id, directory, "
+                   "GGUF, zoo:NAME, ref:NAME; or 'byte' for byte-length prompts")
     t.add_argument("--lengths", default="4096", help="comma-separated lengths in tokens")
     t.add_argument("--n", type=int, default=100, help="samples per task and length")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--template", default="auto", help="auto | plain | chat")
+    t.add_argument("--system-prompt", default="default",
+                   help="chat prompts' system turn: default (the template's), none (no system turn), or its text")
     t.add_argument("--max-new-tokens", type=int, default=None, help="generation budget (default: each task's)")
     t.add_argument("--haystack-source", default=None, help="essay corpus (file/folder) instead of the built-in one")
     t.add_argument("--squad", default=None, help="SQuAD v2 dev JSON for qa_1")
     t.add_argument("--hotpotqa", default=None, help="HotpotQA distractor dev JSON for qa_2")
     t.add_argument("--out", help="directory to write <length>/data/<task>/validation.jsonl into")
+    t.add_argument("--no-cache", action="store_true", help="generate anew, without reading or writing the task cache")
+    t.epilog = ("Task options (RULER's arguments, see `ctxlens tasks list`) are given as --NAME VALUE, e.g. "
+                "--num_needle_k 4 --type_haystack essay.")
     return p
 
 
-def _cmd_tasks(args) -> int:
+def _cmd_tasks(args, extra: list[str]) -> int:
     from ctxlens.tasks import RULER_TASKS
     from ctxlens.tasks.export import export_tasks, task_table
 
     if args.action == "list":
+        if extra:
+            raise CtxlensError(f"Unexpected arguments for `ctxlens tasks list`: {' '.join(extra)}.")
         print(_table(task_table()))
         return 0
     if not args.out:
         raise CtxlensError("No output directory given; pass --out DIR.")
+    from ctxlens.tasks.base import check_options, get_task, parse_option
+
+    names = args.names or list(RULER_TASKS)
+    for name in names:
+        get_task(name)
+    options = {k: v for k in ("haystack_source", "squad", "hotpotqa") if (v := getattr(args, k)) is not None}
+    for name, value in _experiment_options(extra).items():
+        options[name] = parse_option(name, value)
+    check_options(names, options)
+    if not args.tokenizer:
+        raise CtxlensError("No tokenizer given; pass --tokenizer with the model the data is for (hub id, directory, "
+                           "GGUF, zoo:NAME, ref:NAME) so lengths count its tokens, or --tokenizer byte for byte-length "
+                           "prompts.")
     try:
         lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
     except ValueError:
         raise CtxlensError(f"--lengths must be comma-separated integers, got '{args.lengths}'.") from None
-    options = {k: v for k in ("haystack_source", "squad", "hotpotqa") if (v := getattr(args, k)) is not None}
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers (--tokenizer zoo:NAME)
 
-    files = export_tasks(args.names or list(RULER_TASKS), args.tokenizer, lengths, args.n, args.seed, args.out,
-                         template=args.template, budget=args.max_new_tokens, options=options)
+    files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out,
+                         template=args.template, budget=args.max_new_tokens, options=options,
+                         system_prompt=args.system_prompt, cache=not args.no_cache)
     for f in files:
         print(f)
     return 0
@@ -297,7 +318,7 @@ def _one_line(message: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "run":
+    if extra and args.command != "run" and not (args.command == "tasks" and args.action == "export"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if args.command == "run":
@@ -309,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "zoo":
             return _cmd_zoo(args)
         if args.command == "tasks":
-            return _cmd_tasks(args)
+            return _cmd_tasks(args, extra)
         if args.command == "report":
             from ctxlens.report import build_report
 

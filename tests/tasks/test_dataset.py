@@ -56,14 +56,17 @@ def test_disk_cache_is_reused_and_keyed(byte_tok, tmp_path, monkeypatch):
 def test_ruler_jsonl_export(byte_tok, tmp_path):
     samples = generate("niah_single_1", byte_tok, 1024, 2, cache=False)
     samples += generate("qa_1", byte_tok, 1024, 1, cache=False)
-    files = export(samples, tmp_path)
+    files = export(samples, tmp_path, byte_tok)
     assert sorted(p.relative_to(tmp_path).as_posix() for p in files) == [
         "1024/data/niah_single_1/validation.jsonl", "1024/data/qa_1/validation.jsonl"]
     lines = [json.loads(x) for x in files[0].read_text().splitlines()]
-    for i, (rec, s) in enumerate(zip(lines, samples)):
-        assert rec["index"] == i and rec["others"]["id"] == s.id
+    side = [json.loads(x) for x in (files[0].parent / "ctxlens.jsonl").read_text().splitlines()]
+    for i, (rec, extra, s) in enumerate(zip(lines, side, samples)):
+        assert extra["sample"] == i and extra["id"] == s.id and "others" not in rec
         assert rec["input"] + rec["answer_prefix"] == s.prompt and rec["outputs"] == s.outputs
         assert rec["length"] == len(s.prompt.encode()) + 128 <= 1024
+        assert rec["index"] == rec["input"].find(s.outputs[0]) > 0  # RULER's needle tasks: a character offset
+        assert rec["token_position_answer"] == len(rec["input"][:rec["index"]].encode())
 
 
 def test_squad_and_hotpotqa_files_in_their_public_formats(byte_tok, tmp_path):
@@ -120,8 +123,8 @@ def test_chat_template_frames_the_prompt_and_prefills_the_answer(byte_tok):
     (s,) = generate("niah_single_1", tok, 1024, 1, cache=False)
     rendered = tok.apply_chat_template([{"role": "user", "content": s.input}], tokenize=False,
                                        add_generation_prompt=True)
-    assert s.template == "chat" and s.prompt == rendered + s.answer_prefix
-    assert s.answer_prefix == s.answer_prefix.lstrip() and s.answer_prefix.startswith("The special magic number")
+    assert s.template == "chat" and s.prompt == rendered + s.answer_prefix  # RULER: template + answer prefix
+    assert s.answer_prefix.startswith(" The special magic number")  # verbatim, as RULER appends it
     (p,) = generate("niah_single_1", tok, 1024, 1, cache=False, template="plain")
     assert p.template == "plain" and p.prompt == p.input + p.answer_prefix and p.answer_prefix.startswith(" ")
 
@@ -133,7 +136,7 @@ def test_cli_lists_and_exports_tasks(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "niah_multikey_3" in out and "qa_2" in out
     assert main(["tasks", "export", "niah_single_1", "fwe", "--lengths", "512,1024", "--n", "2",
-                 "--out", str(tmp_path)]) == 0
+                 "--tokenizer", "byte", "--out", str(tmp_path)]) == 0
     for length in (512, 1024):
         for task in ("niah_single_1", "fwe"):
             lines = (tmp_path / str(length) / "data" / task / "validation.jsonl").read_text().splitlines()

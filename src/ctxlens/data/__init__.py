@@ -1,21 +1,38 @@
-"""Text sources and the token windows cut from them."""
+"""Text sources and the token windows cut from them.
 
-from ctxlens.data.sources import (
-    TEXT_EXTENSIONS,
-    FileSource,
-    HubSource,
-    RandomSource,
-    TextSource,
-    open_source,
-)
-from ctxlens.data.windows import token_windows
+The names below load on first use, so that the torch-free modules of this package (the corpus,
+the sources, the byte tokenizer) import without torch.
+"""
 
-__all__ = [
-    "TEXT_EXTENSIONS",
-    "FileSource",
-    "HubSource",
-    "RandomSource",
-    "TextSource",
-    "open_source",
-    "token_windows",
-]
+from __future__ import annotations
+
+import importlib
+import typing
+
+_WHERE = {"TEXT_EXTENSIONS": "sources", "FileSource": "sources", "HubSource": "sources", "RandomSource": "sources",
+          "TextSource": "sources", "open_source": "sources", "token_windows": "windows"}
+__all__ = ["TEXT_EXTENSIONS", "FileSource", "HubSource", "RandomSource", "TextSource", "open_source", "token_windows"]
+
+if typing.TYPE_CHECKING:
+    from ctxlens.data.sources import (
+        TEXT_EXTENSIONS,
+        FileSource,
+        HubSource,
+        RandomSource,
+        TextSource,
+        open_source,
+    )
+    from ctxlens.data.windows import token_windows
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:  # a submodule, as ``ctxlens.data.NAME`` after ``import ctxlens.data``
+        try:
+            return importlib.import_module(f"ctxlens.data.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"ctxlens.data.{name}":
+                raise
+            raise AttributeError(f"module 'ctxlens.data' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"ctxlens.data.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

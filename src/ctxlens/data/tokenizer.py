@@ -6,14 +6,25 @@ the expected ids of any text as ``list(text.encode("utf-8"))``.
 
 from __future__ import annotations
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
+import typing
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+
+if typing.TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 EOS = "<|endoftext|>"
 
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:
     """Byte-level tokenizer with vocab 257 (bytes 0..255, then ``<|endoftext|>`` = 256)."""
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=byte_backend(), eos_token=EOS, bos_token=EOS, pad_token=EOS)
+
+
+def byte_backend() -> Tokenizer:
+    """The ``tokenizers`` object of ``byte_tokenizer`` (no transformers import), ``<|endoftext|>`` included."""
     byte_to_symbol = pre_tokenizers.ByteLevel.alphabet()  # 256 printable stand-ins for bytes
     table = _bytes_to_unicode()
     vocab = {table[b]: b for b in range(256)}
@@ -21,8 +32,10 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, pad_token=EOS)
-    return fast
+    tok.add_special_tokens([EOS])
+    # what transformers' PreTrainedTokenizerFast installs: no special tokens added to a sequence
+    tok.post_processor = processors.TemplateProcessing(single="$A:0", pair="$A:0 $B:1", special_tokens=[])
+    return tok
 
 
 def _bytes_to_unicode() -> dict[int, str]:

@@ -1,10 +1,36 @@
-"""Loading models and capturing exactly the internal states the analyses need."""
+"""Loading models and capturing exactly the internal states the analyses need.
 
-from ctxlens.lm.capture import Capture
-from ctxlens.lm.families import FAMILIES, Family, families, get_family
-from ctxlens.lm.info import ModelInfo, read_info
-from ctxlens.lm.loading import from_model, load
-from ctxlens.lm.model import LM
+The names below load on first use, so that the torch-free modules of this package
+(``ctxlens.lm.specs``, ``ctxlens.lm.gguf``) import without torch.
+"""
 
+from __future__ import annotations
+
+import importlib
+import typing
+
+_WHERE = {"Capture": "capture", "FAMILIES": "families", "Family": "families", "families": "families",
+          "get_family": "families", "from_model": "loading", "load": "loading", "LM": "model",
+          "ModelInfo": "info", "read_info": "info"}
 __all__ = ["Capture", "FAMILIES", "Family", "LM", "ModelInfo", "families", "from_model", "get_family", "load",
            "read_info"]
+
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.capture import Capture
+    from ctxlens.lm.families import FAMILIES, Family, families, get_family
+    from ctxlens.lm.info import ModelInfo, read_info
+    from ctxlens.lm.loading import from_model, load
+    from ctxlens.lm.model import LM
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:  # a submodule, as ``ctxlens.lm.NAME`` after ``import ctxlens.lm``
+        try:
+            return importlib.import_module(f"ctxlens.lm.{name}")
+        except ModuleNotFoundError as err:
+            if err.name != f"ctxlens.lm.{name}":
+                raise
+            raise AttributeError(f"module 'ctxlens.lm' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"ctxlens.lm.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value

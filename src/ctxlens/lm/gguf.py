@@ -22,8 +22,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
-
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.paths import home
 
@@ -96,6 +94,7 @@ def require_gguf_package() -> None:
 
 def convert(path: Path, out: Path, spec: str) -> None:
     """Dequantise GGUF ``path`` with transformers and save model (float32) and tokenizer to ``out``."""
+    import torch
     from transformers import AutoModelForCausalLM
 
     where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.tasks import RULER_TASKS
 from ctxlens.tasks.backends import Backend, backend_for
-from ctxlens.tasks.base import Sample
+from ctxlens.tasks.base import Sample, check_options, taken_by
 from ctxlens.tasks.render import Template
 from ctxlens.tasks.scoring import score
 
@@ -41,15 +42,50 @@ class TaskOptions:
     hotpotqa: str = option("builtin", "qa_2 data: builtin, or a HotpotQA distractor dev JSON file")
     cache: bool = option(True, "keep generated datasets on disk ($CTXLENS_HOME/tasks)")
     keep_predictions: bool = option(True, "store the generated text in each row (pred)")
+    system_prompt: str = option("default", "chat prompts' system turn: default (the template's), none (no system "
+                                           "turn), or its text")
+    # RULER's task arguments (scripts/synthetic.yaml); None: each task's own; each goes to the tasks that take it
+    num_needle_k: PositiveInt | None = option(None, "niah: keys (needles) in the haystack")
+    num_needle_v: PositiveInt | None = option(None, "niah: values per key")
+    num_needle_q: PositiveInt | None = option(None, "niah: keys asked")
+    type_haystack: str | None = option(None, "niah: noise, essay or needle; vt: noise or essay")
+    type_needle_k: str | None = option(None, "niah: key type: words, numbers or uuids")
+    type_needle_v: str | None = option(None, "niah: value type: words, numbers or uuids")
+    num_chains: PositiveInt | None = option(None, "vt: variable chains")
+    num_hops: PositiveInt | None = option(None, "vt: hops per chain")
+    freq_cw: PositiveInt | None = option(None, "cwe: repetitions of each common word")
+    freq_ucw: PositiveInt | None = option(None, "cwe: repetitions of each uncommon word")
+    num_cw: PositiveInt | None = option(None, "cwe: common words")
+    alpha: float | None = option(None, "fwe: Zipf exponent of the word counts")
+    coded_wordlen: PositiveInt | None = option(None, "fwe: letters per coded word")
+    vocab_size: NonNegativeInt | None = option(None, "fwe: coded words to draw from; 0: from the length")
+
+    def __post_init__(self) -> None:
+        """A RULER argument none of the experiment's tasks takes is an error (all 13: experiments with fixed tasks)."""
+        chosen = getattr(self, "tasks", None) or ([self.task] if isinstance(getattr(self, "task", None), str) else [])
+        check_options(list(chosen) or list(RULER_TASKS), ruler_args(self))
 
 
-def task_options(config: TaskOptions, extra: dict | None = None) -> dict:
-    """Generator options from the config (only those that differ from the defaults)."""
+RULER_ARGS = ("num_needle_k", "num_needle_v", "num_needle_q", "type_haystack", "type_needle_k", "type_needle_v",
+              "num_chains", "num_hops", "freq_cw", "freq_ucw", "num_cw", "alpha", "coded_wordlen", "vocab_size")
+
+
+def ruler_args(config: TaskOptions) -> dict:
+    """The RULER task arguments set in ``config`` (those not None)."""
+    return {name: getattr(config, name) for name in RULER_ARGS if getattr(config, name) is not None}
+
+
+def task_options(config: TaskOptions, extra: dict | None = None, task: str | None = None) -> dict:
+    """Generator options from the config (only those that differ from the defaults); with ``task``,
+    only the RULER arguments that task takes. ``extra`` (the experiment's own) wins."""
     out = {}
     for name in ("haystack_source", "squad", "hotpotqa"):
         if getattr(config, name) != "builtin":
             out[name] = getattr(config, name)
-    return {**out, **(extra or {})}
+    args = ruler_args(config)
+    if task is not None:
+        args = {k: v for k, v in args.items() if k in taken_by(task)}
+    return {**out, **args, **(extra or {})}
 
 
 def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
@@ -66,13 +102,14 @@ def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra:
     """The (cached) dataset of ``task`` at ``length`` for ``lm``'s tokenizer."""
     from ctxlens.tasks.dataset import generate
 
-    options = task_options(config, extra)
+    options = task_options(config, extra, task)
     key = (task, length, repr(sorted(options.items())))
     last = cache.get("samples")
     if last is None or last[0] != key:  # keep one batch only: long prompts are large
         lm.require_tokenizer(f"task '{task}'")
         batch = generate(task, lm.tokenizer, length, config.n_samples, config.seed, template=config.template,
-                         budget=config.max_new_tokens or None, options=options, cache=config.cache)
+                         budget=config.max_new_tokens or None, options=options, cache=config.cache,
+                         system_prompt=config.system_prompt)
         cache["samples"] = last = (key, batch)
     return last[1]
 
@@ -112,7 +149,7 @@ def rows_for(lm, config: TaskOptions, cache: dict, batch: list[Sample], visible:
         d = answer_depth(s)
         rows.append({
             "sample": s.index, "sample_id": s.id, "n_tokens": s.n_tokens, "budget": s.budget,
-            "fill": round(s.fill, 5), "visible": len(p), "template": s.template,
+            "fill": round(s.fill, 5), "visible": len(p), "template": s.template, "system_prompt": s.system_prompt,
             "depth_percent": d.get("percent"), "depth_target": d.get("target_percent"), "depth_tokens": d.get("tokens"),
             "to_end": (s.n_tokens - d["tokens"]) if d else None,
             "score": score(pred, s.outputs, s.metric), "metric": s.metric, "tokenization": s.meta.get("tokenization"),

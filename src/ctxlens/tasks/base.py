@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.errors import CtxlensError, clip, suggest
 from ctxlens.core.registry import Registry
 from ctxlens.tasks.render import Frame
 from ctxlens.tasks.tokens import Encoder
@@ -41,6 +41,7 @@ class Sample:
     # included), percent (share of the haystack's tokens, inserts excluded, that precede it)
     depths: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    system_prompt: str | None = None  # the chat system turn's text in the prompt; None: no system turn
 
     @property
     def n_tokens(self) -> int:
@@ -104,6 +105,78 @@ class Task:
     doc: str = ""
 
 
+# options every task takes besides its RULER arguments (``Task.options``)
+EXTRA_OPTIONS = {
+    "depths": "needle / document depths in percent (one, or one per insert), instead of drawn ones",
+    "haystack_source": "essay haystack text: builtin, or a local text corpus (file or folder)",
+    "squad": "qa_1 data: builtin, or a SQuAD v2 dev JSON file",
+    "hotpotqa": "qa_2 data: builtin, or a HotpotQA distractor dev JSON file",
+}
+
+_KINDS = {"depths": list, "gamma": float}  # options whose RULER default is None
+
+
+def taken_by(name: str) -> set[str]:
+    """Option names task ``name`` takes: its RULER arguments and ``EXTRA_OPTIONS``."""
+    return set(get_task(name).options) | set(EXTRA_OPTIONS)
+
+
+def choices(family: str, name: str) -> tuple[str, ...] | None:
+    """The values RULER's option ``name`` may take in task ``family`` (None: any of its type)."""
+    from ctxlens.tasks.words import KINDS
+
+    kinds = tuple(KINDS)
+    return {("niah", "type_haystack"): ("noise", "essay", "needle"), ("vt", "type_haystack"): ("noise", "essay"),
+            ("niah", "type_needle_k"): kinds, ("niah", "type_needle_v"): kinds}.get((family, name))
+
+
+def check_options(names: list[str], options: dict) -> None:
+    """Raise unless every option in ``options`` is taken by at least one of the tasks ``names``, with a
+    value each task that takes it accepts."""
+    taken = set().union(*(taken_by(n) for n in names)) if names else set(EXTRA_OPTIONS)
+    every = set(EXTRA_OPTIONS).union(*(t.options for t in TASKS.as_dict().values()))
+    for key, value in options.items():
+        if key in taken:
+            for name in names:
+                _check_value(name, key, value)
+            continue
+        chosen = ", ".join(names)
+        if key in every:
+            owners = ", ".join(n for n, t in TASKS.as_dict().items() if key in t.options)
+            raise CtxlensError(f"Task option '{key}' is not taken by {chosen} (it is an option of {owners}); drop it "
+                               "or choose tasks that take it.")
+        raise CtxlensError(f"Unknown task option {clip(key)}.{suggest(str(key), sorted(every))} Options of {chosen}: "
+                           f"{', '.join(sorted(taken))}.")
+
+
+def _check_value(task: str, key: str, value) -> None:
+    spec = get_task(task)
+    allowed = choices(spec.family, key) if key in spec.options else None
+    if allowed is not None and value not in allowed:
+        raise CtxlensError(f"Task option {key}={clip(value)} is not a value {task} takes."
+                           f"{suggest(str(value), allowed)} Choose one of: {', '.join(allowed)}.")
+
+
+def parse_option(name: str, value):
+    """A command-line string as the type of the option's RULER default (int, float, str; a list of
+    numbers for ``depths``)."""
+    if not isinstance(value, str):
+        return value
+    defaults = [t.options[name] for t in TASKS.as_dict().values() if t.options.get(name) is not None]
+    kind = _KINDS.get(name) or (type(defaults[0]) if defaults else str)
+    try:
+        if kind is list:
+            return [float(v) for v in value.split(",") if v.strip()]
+        if kind in (int, float) and value.strip().isascii():
+            return kind(value)
+        if kind in (int, float):
+            raise ValueError
+    except ValueError:
+        raise CtxlensError(f"Task option '{name}' must be {'numbers' if kind is list else kind.__name__}, got "
+                           f"{clip(value)}; fix its value.") from None
+    return value
+
+
 class Refit(Exception):
     """Raised when the piecewise encoding disagreed with a full one: build the sample again."""
 
@@ -163,7 +236,7 @@ def render(setup: Setup, draft: Draft, answer_prefix: str) -> tuple[list[str], i
     from ctxlens.tasks.tokens import normalize
 
     pieces, first = setup.frame.wrap(draft.pieces, answer_prefix)
-    return normalize(pieces), first
+    return normalize(pieces, setup.encoder.split_runs), first
 
 
 def count(setup: Setup, draft: Draft, answer_prefix: str) -> int:
@@ -199,5 +272,7 @@ def finish(setup: Setup, index: int, draft: Draft, answer_prefix: str, outputs: 
         id=setup.sample_id(index), task=setup.task.name, index=index, length=setup.length, budget=setup.budget,
         input=input_text, answer_prefix=frame.prefix(answer_prefix), prompt="".join(pieces),
         template=frame.template, input_ids=ids, outputs=list(outputs), metric=setup.task.metric, depths=depths,
-        meta={**meta, "tokenization": enc.mode, "context_tokens": ctx1 - ctx0},
+        meta={**meta, "tokenization": enc.mode, "context_tokens": ctx1 - ctx0,
+              "added_tokens": len(enc.prefix) + len(enc.suffix) if frame.specials else 0},
+        system_prompt=frame.system,
     )

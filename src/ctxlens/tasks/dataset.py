@@ -19,15 +19,13 @@ import shutil
 import weakref
 from pathlib import Path
 
-import numpy as np
-
 from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError
-from ctxlens.tasks.base import Refit, Sample, Setup, get_task
+from ctxlens.tasks.base import Refit, Sample, Setup, check_options, get_task
 from ctxlens.tasks.render import frame_for
 from ctxlens.tasks.tokens import Encoder
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: chat answer prefix kept verbatim, system turn recorded
 _ENCODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -57,12 +55,14 @@ def cache_key(task: str, fingerprint: str, length: int, seed: int, n: int, templ
 
 def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, template: str = "auto",
              budget: int | None = None, options: dict | None = None, cache: bool | str | Path = True,
-             verify: bool = False) -> list[Sample]:
+             verify: bool = False, system_prompt: str = "default") -> list[Sample]:
     """``n`` samples of ``task`` fitted to ``length`` tokens of ``tokenizer``.
 
     template: auto | plain | chat (see ``ctxlens.tasks.render``); budget: generation budget
     (default: RULER's for the task); options: overrides of the task's RULER arguments and
-    extras (``depths``, ``haystack_source``, ``squad``, ``hotpotqa`` ...); cache: True (default
+    ``EXTRA_OPTIONS`` (``depths``, ``haystack_source``, ``squad``, ``hotpotqa``); an option the task does
+    not take is an error; system_prompt: a chat prompt's system turn, default | none | its text
+    (``ctxlens.tasks.render``); cache: True (default
     directory), False, or a directory; verify: check every sample's piecewise ids against a
     full encoding (by default only the first sample of the batch is checked).
     """
@@ -70,6 +70,7 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
     _check_positive("length", length)
     _check_positive("n", n)
     options = dict(options or {})
+    check_options([task], options)
     budget = spec.budget if budget is None else int(budget)
     if budget < 1:
         raise CtxlensError(f"The generation budget ({budget}) must be at least 1; pass a positive --max-new-tokens.")
@@ -79,10 +80,12 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
         raise TooShort(f"The generation budget ({budget}) must be below the length ({length}); use longer lengths "
                        "or a smaller --max-new-tokens.")
     encoder = encoder_for(tokenizer)
-    frame = frame_for(tokenizer, template)
-    key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
-                    budget, options)
-    folder = None if cache is False else (cache_root() if cache is True else Path(cache)) / task / key
+    frame = frame_for(tokenizer, template, system_prompt)
+    folder = None
+    if cache is not False:
+        key = cache_key(task, encoder.fingerprint, length, seed, n, frame.template + ":" + frame.head + frame.tail,
+                        budget, options)
+        folder = (cache_root() if cache is True else Path(cache)) / task / key
     if folder is not None and (folder / "samples.jsonl").is_file():
         return load(folder)
     encoder.mode = "pieces"
@@ -106,6 +109,8 @@ def save(samples: list[Sample], folder: Path) -> None:
     with open(tmp / "samples.jsonl", "w") as f:
         for s in samples:
             f.write(json.dumps(s.to_dict(with_ids=False)) + "\n")
+    import numpy as np  # not at import: a process that only generates does not pay for numpy
+
     ids = np.concatenate([np.asarray(s.input_ids, dtype=np.int32) for s in samples] or [np.zeros(0, np.int32)])
     np.save(tmp / "ids.npy", ids)
     shutil.rmtree(folder, ignore_errors=True)
@@ -114,6 +119,8 @@ def save(samples: list[Sample], folder: Path) -> None:
 
 def load(folder: Path) -> list[Sample]:
     """Read samples written by ``save``."""
+    import numpy as np
+
     ids = np.load(folder / "ids.npy")
     out, at = [], 0
     with open(folder / "samples.jsonl") as f:

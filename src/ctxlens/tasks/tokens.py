@@ -26,14 +26,27 @@ from ctxlens.core.errors import CtxlensError
 MAX_CACHE = 400_000  # pieces kept per encoder before the cache is cleared
 
 
-def normalize(pieces: list[str]) -> list[str]:
+def normalize(pieces: list[str], split_runs: bool = False) -> list[str]:
     """Move boundary whitespace so that no cut splits what tokenizers keep together.
 
     A piece's trailing spaces go to the start of the piece after it (a space starts a word);
     a piece's leading newlines go to the end of the piece before it unless that piece ends in a
-    letter or digit (several tokenizers glue newlines to punctuation, ``".\n"``). The
-    concatenation is unchanged and no piece is removed.
+    letter or digit (several tokenizers glue newlines to punctuation, ``".\n"``). ``split_runs``
+    (GPT-2-style pre-tokenizers, ``Encoder.split_runs``): a whitespace run ending in a newline
+    (``"\n\n"``, ``" \n"``) before a word is cut before that newline, where such tokenizers cut it. The concatenation is
+    unchanged and no piece is removed.
     """
+    out = _normalize(pieces)
+    if split_runs:
+        for i in range(1, len(out)):
+            prev, cur = out[i - 1], out[i]
+            run = len(prev) - len(prev.rstrip())
+            if run >= 2 and prev.endswith("\n") and cur[:1] and not cur[:1].isspace():
+                out[i - 1], out[i] = prev[:-1], "\n" + cur
+    return out
+
+
+def _normalize(pieces: list[str]) -> list[str]:
     out = list(pieces)
     for i in range(1, len(out)):
         prev, cur = out[i - 1], out[i]
@@ -50,8 +63,9 @@ def normalize(pieces: list[str]) -> list[str]:
 
 
 def fingerprint(tokenizer) -> str:
-    """A short hash of everything that decides how ``tokenizer`` turns text into ids."""
-    parts = [type(tokenizer).__name__, str(getattr(tokenizer, "chat_template", None) or "")]
+    """A short hash of everything that decides how ``tokenizer`` turns text into ids and frames a chat
+    prompt; the same for one tokenizer however it was loaded (transformers or ``tasks.tokenizer``)."""
+    parts = [str(getattr(tokenizer, "chat_template", None) or "")]
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         parts.append(backend.to_str())
@@ -76,8 +90,16 @@ class Encoder:
         self._cache: dict[str, tuple[int, ...]] = {}
         self._len: dict[str, int] = {}  # token count of every cached piece
         self.mode = "pieces"
-        self.fingerprint = fingerprint(tokenizer)
+        self._fingerprint: str | None = None
         self.prefix, self.suffix = self._specials()
+        self.split_runs = self._splits_runs()
+
+    @property
+    def fingerprint(self) -> str:
+        """``fingerprint(tokenizer)``, computed when first asked for (a batch made without the cache never is)."""
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint(self.tokenizer)
+        return self._fingerprint
 
     # -- raw encodings -----------------------------------------------------------------
     def _encode_many(self, texts: list[str]) -> list[list[int]]:
@@ -98,6 +120,14 @@ class Encoder:
             if full[i:i + len(bare)] == bare:
                 return tuple(full[:i]), tuple(full[i + len(bare):])
         return (), ()
+
+    def _splits_runs(self) -> bool:
+        """Whether the tokenizer cuts a newline run before a word before its last newline (GPT-2's
+        pre-tokenizer: ``".\n\nB"`` -> ``.`` ``\n`` ``\n`` ``B``) rather than after the run."""
+        whole = self.encode("a.\n\nB")
+        if whole == self.encode("a.\n\n") + self.encode("B"):
+            return False
+        return whole == self.encode("a.\n") + self.encode("\nB")
 
     # -- pieces ------------------------------------------------------------------------
     def warm(self, pieces: Sequence[str]) -> None:

@@ -1,7 +1,7 @@
 """The zoo: matched tiny architectures, their corpus and trainer, and the reference models.
 
 Importing ``ctxlens.zoo`` plugs it into ``ctxlens.lm`` by registering two model resolvers
-(``ctxlens.lm.loading.RESOLVERS``), so ``lm`` never imports the zoo:
+(``ctxlens.lm.specs.RESOLVERS``), so ``lm`` never imports the zoo:
 
 - ``zoo:NAME``: a trained zoo model (``ctxlens.zoo.registry``), with the training length of its
   recipe, or a built one such as ``zoo:random-llama``;
@@ -12,7 +12,7 @@ Importing ``ctxlens.zoo`` plugs it into ``ctxlens.lm`` by registering two model 
 
 from __future__ import annotations
 
-from ctxlens.lm.loading import RESOLVERS, Resolved
+from ctxlens.lm.specs import RESOLVERS, Resolved
 from ctxlens.zoo import refs, registry
 
 

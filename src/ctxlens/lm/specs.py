@@ -1,0 +1,75 @@
+"""Model specs -> where the files are: ``PREFIX:NAME`` resolvers, GGUF files, directories, hub ids.
+
+Torch-free, so that reading a model's tokenizer files (``ctxlens.tasks.tokenizer``) costs no
+torch or transformers import: only a GGUF's first conversion (``ctxlens.lm.gguf``) imports them.
+``ctxlens.zoo`` registers ``zoo:`` and ``ref:`` in ``RESOLVERS`` when imported, so ``lm`` never
+imports the zoo.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError, suggest
+from ctxlens.core.registry import Registry
+from ctxlens.lm import gguf
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a resolver gives for ``PREFIX:NAME``: the directory ``from_pretrained`` takes, the
+    context length the model was trained at when its source records it (the zoo's recipe), and
+    ``origin``, the prefix that resolved it ("zoo", "ref"; set by ``resolved``, "" otherwise)."""
+
+    path: str
+    train_length: int | None = None
+    origin: str = ""
+
+
+Resolver = Callable[[str], Resolved]
+RESOLVERS: Registry[Resolver] = Registry("model prefix")  # "zoo" -> resolver of "zoo:NAME" (NAME -> Resolved)
+_PREFIX = re.compile(r"([a-z][a-z0-9_-]*):(?![/\\])(.+)")  # zoo:rope, not C:/dir
+
+
+def resolved(spec: str) -> Resolved:
+    """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id).
+
+    ``PREFIX:NAME`` goes to the resolver registered for PREFIX (``ctxlens.zoo``: ``zoo:`` and
+    ``ref:``, a reference model shipped in a PyPI package); a GGUF file becomes its converted
+    directory (``ctxlens.lm.gguf``).
+    """
+    path = Path(spec).expanduser()
+    match = _PREFIX.fullmatch(spec)
+    if match and (match[1] in RESOLVERS or not path.exists()):
+        prefix, name = match.groups()
+        if prefix not in RESOLVERS:
+            raise _unknown_prefix(prefix, spec)
+        return dataclasses.replace(RESOLVERS[prefix](name), origin=prefix)
+    if path.is_file():
+        return Resolved(str(gguf.converted(path, spec)))
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved "
+                               "with save_pretrained.")
+        return Resolved(str(path))
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or spec.endswith(".gguf"):
+        raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
+    return Resolved(spec)
+
+
+def _unknown_prefix(prefix: str, spec: str) -> CtxlensError:
+    """One sentence: the prefix, the closest registered one, and what is registered."""
+    known = [f"{p}:" for p in RESOLVERS]
+    close = suggest(f"{prefix}:", known).strip().replace("Did you mean", "did you mean")
+    registered = ", ".join(known) or "none; import ctxlens.zoo first, as ctxlens.load does"
+    fix = close or "use a registered prefix, a hub id or a path"
+    return CtxlensError(f"Unknown model prefix '{prefix}:' in '{spec}'; {fix} (registered prefixes: {registered}).")
+
+
+def resolve(spec: str) -> str:
+    """The directory or hub id ``from_pretrained`` takes for ``spec`` (see ``resolved``)."""
+    return resolved(spec).path

@@ -1,0 +1,196 @@
+"""A model's tokenizer read from its files with the ``tokenizers`` package, without transformers.
+
+RULER (the benchmark of the long-sequence paper, "How Well Can a Long Sequence Model Model Long
+Sequences?", Section 4) loads a tokenizer through transformers' ``AutoTokenizer``, which costs
+seconds of imports for a file that ``tokenizers`` reads in milliseconds. A model directory (or a
+converted GGUF checkpoint) holding ``tokenizer.json`` and ``tokenizer_config.json`` gives the same
+ids directly: ``FileTokenizer`` offers the part of transformers' tokenizer API the tasks use
+(``encode``, ``backend_tokenizer``, the special tokens, ``chat_template``, ``apply_chat_template``).
+
+Only configurations whose ids are exactly the backend's are read this way (``from_files`` returns
+None otherwise: a config option that changes encoding, remote code, special tokens the backend
+lacks); the caller then falls back to transformers. A chat template is rendered by jinja2 in an
+immutable sandbox with the globals transformers gives it; nothing from a config runs outside it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+FILES = ("tokenizer.json", "tokenizer_config.json")
+# tokenizer_config.json keys that do not change text -> ids (anything else: transformers decides)
+INERT = {
+    "backend", "tokenizer_class", "is_local", "local_files_only", "model_max_length", "chat_template",
+    "clean_up_tokenization_spaces", "added_tokens_decoder", "model_input_names", "padding_side", "truncation_side",
+    "errors", "name_or_path", "processor_class", "use_default_system_prompt",
+}
+SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+class FileTokenizer:
+    """A ``tokenizers.Tokenizer`` plus the special tokens and chat template of its config."""
+
+    def __init__(self, backend, specials: dict[str, str] | None = None, chat_template: str | None = None):
+        self.backend_tokenizer = backend
+        self.special_tokens_map = dict(specials or {})
+        self.chat_template = chat_template
+        for key in SPECIAL_KEYS:
+            setattr(self, key, self.special_tokens_map.get(key))
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> Encoding:
+        return Encoding(input_ids=self.encode(text, add_special_tokens))
+
+    def tokenize(self, text: str) -> list[str]:
+        """Token strings of ``text`` without added special tokens (transformers' ``tokenize``)."""
+        return self.backend_tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def token_id(self, key: str) -> int | None:
+        """Id of the special token ``key`` (``bos_token`` ...), None when there is none."""
+        token = self.special_tokens_map.get(key)
+        return None if token is None else self.backend_tokenizer.token_to_id(token)
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.token_id("bos_token")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.token_id("eos_token")
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self.token_id("pad_token")
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return self.backend_tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.backend_tokenizer.get_vocab(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
+
+    def apply_chat_template(self, messages: list[dict], tokenize: bool = False, add_generation_prompt: bool = False,
+                            **kwargs) -> str:
+        """The chat template rendered as transformers renders it (text only: ``tokenize=False``)."""
+        if tokenize:
+            raise ValueError("FileTokenizer renders chat templates as text only; encode the result.")
+        if not self.chat_template:
+            raise ValueError("This tokenizer has no chat template.")
+        template = compile_template(self.chat_template)
+        return template.render(messages=_plain(messages), tools=None, documents=None,
+                               add_generation_prompt=add_generation_prompt,
+                               **_plain({**self.special_tokens_map, **kwargs}))
+
+
+class Encoding(dict):
+    """``{"input_ids": [...]}`` that also reads as ``.input_ids``, as transformers' encodings do."""
+
+    __getattr__ = dict.__getitem__
+
+
+def from_files(directory: str | Path) -> FileTokenizer | None:
+    """The tokenizer saved in ``directory``, or None when only transformers can reproduce it."""
+    folder = Path(directory)
+    if not all((folder / name).is_file() for name in FILES):
+        return None
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or any(k not in INERT and k not in SPECIAL_KEYS for k in config):
+        return None
+    specials = {k: _content(config[k]) for k in SPECIAL_KEYS if config.get(k) is not None}
+    if any(v is None for v in specials.values()):
+        return None
+    template = _chat_template(folder, config.get("chat_template"))
+    if template is False:
+        return None
+    from tokenizers import Tokenizer
+
+    try:
+        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - a file the tokenizers package cannot read: transformers may
+        return None
+    added = {t.content for t in backend.get_added_tokens_decoder().values()}
+    declared = {_content(t) for t in (config.get("added_tokens_decoder") or {}).values()}
+    if not declared <= added or any(backend.token_to_id(v) is None for v in specials.values()):
+        return None  # transformers would add tokens to the backend first
+    return FileTokenizer(backend, specials, template)
+
+
+def _content(token) -> str | None:
+    if isinstance(token, str):
+        return token
+    if isinstance(token, dict) and isinstance(token.get("content"), str):
+        return token["content"]
+    return None
+
+
+def _chat_template(folder: Path, in_config) -> str | None | bool:
+    """The default chat template (a ``chat_template.jinja`` file first, as transformers reads it),
+    None when there is none, False when it cannot be told which one transformers would use."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    if (folder / "chat_template.json").is_file() or (folder / "additional_chat_templates").exists():
+        return False
+    if in_config is None or isinstance(in_config, str):
+        return in_config
+    return False  # a list of named templates
+
+
+def compile_template(source: str):
+    """``source`` compiled in an immutable sandbox with transformers' chat-template globals."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt):
+        return datetime.now().strftime(fmt)
+
+    class Namespace(jinja2.utils.Namespace):
+        """jinja2's namespace without underscore names (no way to CPython internals)."""
+
+        def __init__(*args, **kwargs):
+            self, attrs = args[0], dict(*args[1:], **kwargs)
+            for name in attrs:
+                Namespace.check(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name, value):
+            Namespace.check(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def check(name):
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(f"Chat templates cannot set underscore names ({name!r}).")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, namespace=Namespace,
+                       dict=lambda *a, **k: dict(*a, **k))
+    return env.from_string(source)
+
+
+def _plain(value):
+    """Only JSON values reach a template (no objects with methods the sandbox does not know)."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value)
