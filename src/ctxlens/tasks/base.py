@@ -160,10 +160,8 @@ class Draft:
 
 def render(setup: Setup, draft: Draft, answer_prefix: str) -> tuple[list[str], int]:
     """Normalized pieces of the whole prompt and the index of the first input piece."""
-    from ctxlens.tasks.tokens import normalize
-
     pieces, first = setup.frame.wrap(draft.pieces, answer_prefix)
-    return normalize(pieces), first
+    return setup.encoder.normalize(pieces), first
 
 
 def count(setup: Setup, draft: Draft, answer_prefix: str) -> int:

@@ -5,10 +5,12 @@ reads accuracy per context length and needle depth, so both must be what they cl
 Two pieces do that here:
 
 * ``Stream``: a haystack as a sequence of units (lines, sentences, documents) joined by one
-  separator, cut after a whole number of *words* (the last unit may be partial, as RULER's essay
-  haystack ends mid-sentence). Its cumulative word and token counts give the first estimate of
-  how many words fit, without tokenising the prompt.
-* ``fit_knob``: the largest integer knob (words of haystack, distinct words, documents) whose
+  separator. A prompt takes whole units only (RULER and lm-eval end on whole items): the
+  longest prefix that fits, then shorter units that close the gap (``Stream.pick``), then, if
+  more than half a percent of the length is still free, extra separator characters spread
+  between the units (``pad_separators``). Cumulative token counts give the first estimate
+  without tokenising the prompt.
+* ``fit_knob``: the largest integer knob (haystack tokens, padding, distinct words) whose
   exact prompt count stays within the target. It gallops from the estimate and bisects, calls
   the exact counter O(log error) times, only returns a knob it has checked, and always stops.
 
@@ -18,13 +20,10 @@ Two pieces do that here:
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ctxlens.tasks.tokens import Encoder
-
-_WORD_END = re.compile(r"\S+")
 
 
 def fit_knob(count: Callable[[int], int], target: int, start: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -84,76 +83,142 @@ def refine(exact: Callable[[int], int], target: int, guess: int, lo: int, hi: in
     return fit_knob(exact, target, guess, lo, guess if mode == "pieces" else hi)
 
 
+WINDOW = 64  # units read past the longest fitting prefix, to close the gap it leaves
+MAX_SWAPS = 32  # exchanges of a prefix unit for a longer window unit, per pick
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Whole haystack units chosen to fill a token budget, and the padding that closes the rest."""
+
+    units: tuple[str, ...]
+    costs: tuple[int, ...]  # estimated tokens of each unit (costed as the piece it is inside a join)
+    pad: int = 0  # extra separator characters spread over the boundaries (``pad_separators``)
+
+    @property
+    def cost(self) -> int:
+        return sum(self.costs)
+
+    def padded(self, pad: int) -> Pick:
+        return Pick(self.units, self.costs, pad)
+
+
 @dataclass
 class Stream:
-    """Haystack units from ``source`` (an iterator), joined by ``sep``, counted in words and tokens.
+    """Haystack units from ``source`` (an iterator), joined by ``sep``, counted in tokens.
 
-    ``units[i]`` is a unit's text without separators; ``cum_words[i]`` / ``cum_tokens[i]`` count
-    the words / tokens of the first ``i`` units (each unit costed as the piece it is inside a
-    join, e.g. ``unit + "\n"``: an estimate, exact up to the context's two ends).
+    ``units[i]`` is a unit's text without separators; ``cum_tokens[i]`` counts the tokens of the
+    first ``i`` units (each unit costed as the piece it is inside a join, e.g. ``unit + "\n"``:
+    an estimate, exact up to the context's two ends). ``short`` holds whole items smaller than a
+    unit (the noise line's leading sentences) that may close the last gap. ``keep_head``: the
+    first half of a pick stays the stream's start (running text, as RULER's essays); otherwise
+    any picked unit may be exchanged (independent units: distractor needles and documents).
     """
 
     source: Iterator[str]
     sep: str
     encoder: Encoder
+    short: tuple[str, ...] = ()
+    keep_head: bool = False
     units: list[str] = field(default_factory=list)
-    ends: list[list[int]] = field(default_factory=list)  # character end of each word of each unit
-    cum_words: list[int] = field(default_factory=lambda: [0])
     cum_tokens: list[int] = field(default_factory=lambda: [0])
     exhausted: bool = False
 
-    def extend_to(self, tokens: int) -> None:
-        """Read units until the stream holds more than ``tokens`` estimated tokens (or runs dry)."""
-        while self.cum_tokens[-1] <= tokens and not self.exhausted:
+    def extend_to(self, tokens: int, units: int = 0) -> None:
+        """Read units until the stream holds more than ``tokens`` estimated tokens and at least
+        ``units`` units (or runs dry)."""
+        while (self.cum_tokens[-1] <= tokens or len(self.units) < units) and not self.exhausted:
             batch = []
             have = len(self.units)
             per_unit = self.cum_tokens[-1] / have if have else 0
             want = int((tokens - self.cum_tokens[-1]) / per_unit) + 8 if per_unit else 32
-            for _ in range(min(max(want, 8), 1024)):
+            for _ in range(min(max(want, units - have, 8), 1024)):
                 unit = next(self.source, None)
                 if unit is None:
                     self.exhausted = True
                     break
                 batch.append(unit)
-            costs = self.encoder.costs(join(batch, self.sep, inner=True))
+            costs = self.encoder.costs(self.encoder.normalize(join(batch, self.sep, inner=True)))
             for unit, cost in zip(batch, costs):
-                ends = [m.end() for m in _WORD_END.finditer(unit)]
                 self.units.append(unit)
-                self.ends.append(ends)
-                self.cum_words.append(self.cum_words[-1] + len(ends))
                 self.cum_tokens.append(self.cum_tokens[-1] + cost)
 
-    @property
-    def total_words(self) -> int:
-        return self.cum_words[-1]
+    def cost(self, i: int) -> int:
+        return self.cum_tokens[i + 1] - self.cum_tokens[i]
 
-    def words_for(self, tokens: int) -> int:
-        """Estimated number of words that cost at most ``tokens`` (pro rata inside the last unit)."""
+    def prefix(self, k: int) -> Pick:
+        """The first ``k`` units."""
+        self.extend_to(0, k)
+        k = min(k, len(self.units))
+        return Pick(tuple(self.units[:k]), tuple(self.cost(i) for i in range(k)))
+
+    def pick(self, tokens: int) -> Pick:
+        """Whole units costing about ``tokens`` at most (never a cut unit).
+
+        The longest prefix of the stream that fits, then units of the next ``WINDOW`` that still
+        fit (in order; the others are skipped), then exchanges of a prefix unit for a longer
+        window unit while the gap allows (mixing unit sizes), then the longest ``short`` item
+        that fits.
+        """
         self.extend_to(tokens)
         k = max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0)
-        if k >= len(self.units):
-            return self.cum_words[k]
-        unit_tokens = self.cum_tokens[k + 1] - self.cum_tokens[k]
-        unit_words = self.cum_words[k + 1] - self.cum_words[k]
-        return self.cum_words[k] + int((tokens - self.cum_tokens[k]) / max(1, unit_tokens) * unit_words)
+        k = min(k, len(self.units))
+        self.extend_to(0, k + WINDOW)
+        chosen = list(range(k))
+        left = tokens - self.cum_tokens[k]
+        rest = []
+        for j in range(k, min(k + WINDOW, len(self.units))):
+            if self.cost(j) <= left:
+                chosen.append(j)
+                left -= self.cost(j)
+            else:
+                rest.append(j)
+        left = self._swap(chosen, rest, left)
+        chosen.sort()  # stream order
+        units = [self.units[i] for i in chosen]
+        costs = [self.cost(i) for i in chosen]
+        if self.short:
+            short = self.encoder.costs(self.encoder.normalize(join(list(self.short), self.sep, inner=True)))
+            fitting = [(c, s) for s, c in zip(self.short, short) if c <= left]
+            if fitting:
+                c, s = max(fitting)
+                units.append(s)
+                costs.append(c)
+        return Pick(tuple(units), tuple(costs))
 
-    def cost_of(self, words: int) -> int:
-        """Estimated tokens of the first ``words`` words (whole units plus the partial one)."""
-        k, partial = self._locate(words)
-        return self.cum_tokens[k] + (self.encoder.cost(self.sep + partial) if partial else 0)
+    def _swap(self, chosen: list[int], rest: list[int], left: int) -> int:
+        """Exchange chosen units for longer unused ones (largest gain within ``left`` first), the
+        first half kept when ``keep_head``."""
+        first = len(chosen) // 2 if self.keep_head else 0
+        for _ in range(MAX_SWAPS):
+            if left <= 0 or not rest or not chosen:
+                break
+            by_cost = {self.cost(chosen[n]): n for n in range(first, len(chosen))}  # one of each cost
+            best = None
+            for r, j in enumerate(rest):
+                for c, n in by_cost.items():
+                    gain = self.cost(j) - c
+                    if 0 < gain <= left and (best is None or gain > best[0]):
+                        best = (gain, n, r)
+            if best is None:
+                break
+            gain, n, r = best
+            chosen[n], rest[r] = rest[r], chosen[n]
+            left -= gain
+        return left
 
-    def cut(self, words: int) -> tuple[list[str], str]:
-        """The first ``words`` words: (whole units, text of the partial unit or '')."""
-        k, partial = self._locate(words)
-        return self.units[:k], partial
 
-    def _locate(self, words: int) -> tuple[int, str]:
-        """(number of whole units, partial unit text) of the first ``words`` words."""
-        k = min(bisect.bisect_right(self.cum_words, words) - 1, len(self.units))
-        rest = words - self.cum_words[k]
-        if rest > 0 and k < len(self.units):
-            return k, self.units[k][: self.ends[k][rest - 1]]
-        return k, ""
+def pad_separators(items: list[str], sep: str, pad: int) -> list[str]:
+    """``items`` with ``pad`` extra copies of the separator's last character spread evenly over the
+    boundaries between them (a blank line between lines, two spaces after a sentence)."""
+    n = len(items) - 1
+    if pad <= 0 or n <= 0:
+        return list(items)
+    out = list(items)
+    for b in range(n):
+        extra = (b + 1) * pad // n - b * pad // n
+        out[b] += sep[-1] * extra
+    return out
 
 
 def join(items: list[str], sep: str, inner: bool = False) -> list[str]:
