@@ -131,7 +131,7 @@ def fit_stream(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answ
     pick, draft = picks[found[0]]
     gap = target - found[1]
     allowed = int(PAD_ABOVE * setup.length)
-    if gap > allowed and pick.units:  # the least padding that brings the gap under ``PAD_ABOVE``
+    if gap > allowed:  # the least padding that brings the gap under ``PAD_ABOVE``
         drafts = {0: draft}
 
         def padded(pad: int) -> int:
