@@ -113,6 +113,7 @@ class Stream:
     unit (the noise line's leading sentences) that may close the last gap. ``keep_head``: the
     first half of a pick stays the stream's start (running text, as RULER's essays); otherwise
     any picked unit may be exchanged (independent units: distractor needles and documents).
+    ``dress``: how a unit appears in the prompt, for costing (e.g. with a document number).
     """
 
     source: Iterator[str]
@@ -120,6 +121,7 @@ class Stream:
     encoder: Encoder
     short: tuple[str, ...] = ()
     keep_head: bool = False
+    dress: Callable[[str], str] | None = None
     units: list[str] = field(default_factory=list)
     cum_tokens: list[int] = field(default_factory=lambda: [0])
     exhausted: bool = False
@@ -138,7 +140,8 @@ class Stream:
                     self.exhausted = True
                     break
                 batch.append(unit)
-            costs = self.encoder.costs(self.encoder.normalize(join(batch, self.sep, inner=True)))
+            dressed = batch if self.dress is None else [self.dress(u) for u in batch]
+            costs = self.encoder.costs(self.encoder.normalize(join(dressed, self.sep, inner=True)))
             for unit, cost in zip(batch, costs):
                 self.units.append(unit)
                 self.cum_tokens.append(self.cum_tokens[-1] + cost)

@@ -63,11 +63,12 @@ def slots(bounds: list[int], inserts: list[Insert]) -> list[int]:
 
 
 def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str], inserts: list[Insert],
-                 wrap: Callable[[list[str]], list[str]] | None = None) -> Draft:
+                 wrap: Callable[[list[str]], list[tuple[str, ...]]] | None = None) -> Draft:
     """The draft with the picked haystack units and ``inserts`` at their lines or depths.
 
-    ``wrap`` may rewrite the context items (e.g. number QA documents) before they are joined;
-    the pick's padding is then spread over the boundaries.
+    ``wrap`` may rewrite the context items (e.g. number QA documents) before they are joined,
+    each as one or more pieces (a label and a text that is then cached on its own); the pick's
+    padding is spread over the boundaries.
     """
     items = list(pick.units)
     bounds = list(itertools.accumulate(pick.costs, initial=0))
@@ -82,12 +83,27 @@ def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str]
             s += 1
         if j < len(items):
             merged.append(items[j])
-    if wrap is not None:
-        merged = wrap(merged)
-    pieces = [*before, *join(pad_separators(merged, stream.sep, pick.pad), stream.sep), *after]
+    parts = [(m,) for m in merged] if wrap is None else wrap(merged)
+    context, firsts = join_parts(parts, stream.sep, pick.pad)
     a = len(before)
-    marks = [Mark(a + where[i], ins.kind, ins.depth, ins.answer) for i, ins in enumerate(inserts)]
-    return Draft(pieces, (a, a + len(merged)), marks)
+    marks = [Mark(a + firsts[where[i]], ins.kind, ins.depth, ins.answer, len(parts[where[i]]))
+             for i, ins in enumerate(inserts)]
+    return Draft([*before, *context, *after], (a, a + len(context)), marks)
+
+
+def join_parts(items: list[tuple[str, ...]], sep: str, pad: int) -> tuple[list[str], list[int]]:
+    """Pieces of the items joined by ``sep`` (padded, ``pad_separators``), and each item's first piece.
+
+    The separator goes to the end of an item's last piece (newline separators) or to the start of
+    its first piece (space separators), as ``join`` does for one-piece items.
+    """
+    glued = join(pad_separators(["\x00".join(parts) for parts in items], sep, pad), sep)
+    pieces: list[str] = []
+    firsts = []
+    for text in glued:
+        firsts.append(len(pieces))
+        pieces.extend(text.split("\x00"))
+    return pieces, firsts
 
 
 PAD_ABOVE = 0.005  # pad only when whole units leave more than this share of the length free
@@ -112,7 +128,7 @@ def fit_stream(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answ
         return count(setup, picks[tokens][1], answer_prefix)
 
     room = target - empty
-    hi = room if setup.encoder.mode == "pieces" else 4 * room
+    hi = 2 * room if setup.encoder.mode == "pieces" else 4 * room  # the estimate may be off either way
     close = max(1, setup.length // 1000)  # a fit this close to the target is kept as it is
     guess, found = room, None
     for _ in range(3):  # the estimate misses what ``make`` adds per unit (document numbers): rescale it
@@ -141,6 +157,8 @@ def fit_stream(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answ
 
         pad = gap - allowed  # one token per character, as with bytes
         if not target - allowed <= padded(pad) <= target:
-            pad, _ = fit_knob(padded, target, pad, 0, gap) or (0, 0)
+            pad, got = fit_knob(padded, target, pad, 0, gap) or (0, 0)
+            if got <= found[1]:  # whitespace this tokenizer merges: no padding
+                pad = 0
         pick, draft = pick.padded(pad), drafts[pad]
     return draft, pick

@@ -72,15 +72,15 @@ def build(setup: Setup, index: int) -> Sample:
     inserts = [Insert(source.docs[d], depth, "document", d in qa.support) for d, depth in zip(order, depths)]
     before, after = TEMPLATE.format(context="\x00", query=qa.query).split("\x00")
     stream = Stream((source.docs[d] for d in _distractors(setup.rng(index, "distractors"), qa, len(source.docs))),
-                    "\n\n", setup.encoder)
+                    "\n\n", setup.encoder, dress=lambda d: DOCUMENT.format(i=10, document=d))
 
-    def number(items: list[str]) -> list[str]:
-        return [DOCUMENT.format(i=i + 1, document=d) for i, d in enumerate(items)]
+    def number(items: list[str]) -> list[tuple[str, ...]]:  # label and text apart: texts are encoded once
+        return [tuple(DOCUMENT.format(i=i + 1, document="\x00" + d).split("\x00")) for i, d in enumerate(items)]
 
     draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, [before], [after], inserts, number),
                              ANSWER_PREFIX)
     meta = {"dataset": source.name, "question": qa.query, "question_index": index % len(source.qas),
-            "documents": draft.context[1] - draft.context[0], "padding": pick.pad, "gamma": gamma}
+            "documents": len(pick.units) + len(inserts), "padding": pick.pad, "gamma": gamma}
     return finish(setup, index, draft, ANSWER_PREFIX, qa.outputs, meta)
 
 
