@@ -6,7 +6,8 @@ Two pieces do that here:
 
 * ``Stream``: a haystack as a sequence of units (lines, sentences, documents) joined by one
   separator. A prompt takes whole units only (RULER and lm-eval end on whole items): the
-  longest prefix that fits, then shorter units that close the gap (``Stream.pick``), then, if
+  longest prefix that fits with its last units exchanged for the later ones that fill the gap best
+  (``Stream.pick``, a subset sum), then, if
   more than half a percent of the length is still free, extra separator characters spread
   between the units (``pad_separators``). Cumulative token counts give the first estimate
   without tokenising the prompt.
@@ -84,7 +85,7 @@ def refine(exact: Callable[[int], int], target: int, guess: int, lo: int, hi: in
 
 
 WINDOW = 64  # units read past the longest fitting prefix, to close the gap it leaves
-MAX_SWAPS = 32  # exchanges of a prefix unit for a longer window unit, per pick
+TAIL = 16  # last units of that prefix that may give way to window units
 
 
 @dataclass(frozen=True)
@@ -93,14 +94,15 @@ class Pick:
 
     units: tuple[str, ...]
     costs: tuple[int, ...]  # estimated tokens of each unit (costed as the piece it is inside a join)
-    pad: int = 0  # extra separator characters spread over the boundaries (``pad_separators``)
+    pad: int = 0  # extra characters spread over the boundaries (``pad_separators``)
+    pad_char: str = ""  # which: "" the separator's last character (a blank line), or " "
 
     @property
     def cost(self) -> int:
         return sum(self.costs)
 
-    def padded(self, pad: int) -> Pick:
-        return Pick(self.units, self.costs, pad)
+    def padded(self, pad: int, char: str = "") -> Pick:
+        return Pick(self.units, self.costs, pad, char)
 
 
 @dataclass
@@ -111,8 +113,8 @@ class Stream:
     first ``i`` units (each unit costed as the piece it is inside a join, e.g. ``unit + "\n"``:
     an estimate, exact up to the context's two ends). ``short`` holds whole items smaller than a
     unit (the noise line's leading sentences) that may close the last gap. ``keep_head``: the
-    first half of a pick stays the stream's start (running text, as RULER's essays); otherwise
-    any picked unit may be exchanged (independent units: distractor needles and documents).
+    first half of a pick stays the stream's start even when it is short (running text, as RULER's
+    essays).
     ``dress``: how a unit appears in the prompt, for costing (e.g. with a document number).
     """
 
@@ -158,28 +160,20 @@ class Stream:
     def pick(self, tokens: int) -> Pick:
         """Whole units costing about ``tokens`` at most (never a cut unit).
 
-        The longest prefix of the stream that fits, then units of the next ``WINDOW`` that still
-        fit (in order; the others are skipped), then exchanges of a prefix unit for a longer
-        window unit while the gap allows (mixing unit sizes), then the longest ``short`` item
-        that fits.
+        The longest prefix of the stream that fits, whose last ``TAIL`` units may give way to any
+        subset of the next ``WINDOW`` units (stream order kept) that fills the rest best (mixing
+        unit sizes); then the longest ``short`` item that still fits.
         """
         self.extend_to(tokens)
-        k = max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0)
-        k = min(k, len(self.units))
+        k = min(max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0), len(self.units))
         self.extend_to(0, k + WINDOW)
-        chosen = list(range(k))
-        left = tokens - self.cum_tokens[k]
-        rest = []
-        for j in range(k, min(k + WINDOW, len(self.units))):
-            if self.cost(j) <= left:
-                chosen.append(j)
-                left -= self.cost(j)
-            else:
-                rest.append(j)
-        left = self._swap(chosen, rest, left)
-        chosen.sort()  # stream order
+        fixed = max(k - TAIL, k // 2 if self.keep_head else 0)
+        pool = list(range(fixed, min(k + WINDOW, len(self.units))))
+        taken = best_subset([self.cost(j) for j in pool], tokens - self.cum_tokens[fixed])
+        chosen = list(range(fixed)) + [pool[t] for t in taken]
         units = [self.units[i] for i in chosen]
         costs = [self.cost(i) for i in chosen]
+        left = tokens - sum(costs)
         if self.short:
             short = self.encoder.costs(self.encoder.normalize(join(list(self.short), self.sep, inner=True)))
             fitting = [(c, s) for s, c in zip(self.short, short) if c <= left]
@@ -189,38 +183,36 @@ class Stream:
                 costs.append(c)
         return Pick(tuple(units), tuple(costs))
 
-    def _swap(self, chosen: list[int], rest: list[int], left: int) -> int:
-        """Exchange chosen units for longer unused ones (largest gain within ``left`` first), the
-        first half kept when ``keep_head``."""
-        first = len(chosen) // 2 if self.keep_head else 0
-        for _ in range(MAX_SWAPS):
-            if left <= 0 or not rest or not chosen:
-                break
-            by_cost = {self.cost(chosen[n]): n for n in range(first, len(chosen))}  # one of each cost
-            best = None
-            for r, j in enumerate(rest):
-                for c, n in by_cost.items():
-                    gain = self.cost(j) - c
-                    if 0 < gain <= left and (best is None or gain > best[0]):
-                        best = (gain, n, r)
-            if best is None:
-                break
-            gain, n, r = best
-            chosen[n], rest[r] = rest[r], chosen[n]
-            left -= gain
-        return left
+
+def best_subset(costs: list[int], budget: int) -> list[int]:
+    """Indices (ascending) of a subset of ``costs`` with the largest sum <= ``budget``, earlier
+    items preferred among equal sums (subset sum over a bitset of reachable sums)."""
+    if budget <= 0:
+        return []
+    mask = (1 << (budget + 1)) - 1
+    reach = [1]  # reach[i]: sums reachable with the first i items, as bits
+    for c in costs:
+        reach.append((reach[-1] | (reach[-1] << c)) & mask)
+    total = reach[-1].bit_length() - 1
+    out = []
+    for i in range(len(costs) - 1, -1, -1):
+        if not (reach[i] >> total) & 1:  # not reachable without item i: take it
+            out.append(i)
+            total -= costs[i]
+    return out[::-1]
 
 
-def pad_separators(items: list[str], sep: str, pad: int) -> list[str]:
-    """``items`` with ``pad`` extra copies of the separator's last character spread evenly over the
-    boundaries between them (a blank line between lines, two spaces after a sentence)."""
+def pad_separators(items: list[str], sep: str, pad: int, char: str = "") -> list[str]:
+    """``items`` with ``pad`` extra characters spread evenly over the boundaries between them: the
+    separator's last one by default (a blank line between lines, two spaces after a sentence),
+    or ``char`` (spaces before a line's newline, for tokenizers that merge blank lines)."""
     n = len(items) - 1
     if pad <= 0 or n <= 0:
         return list(items)
     out = list(items)
     for b in range(n):
         extra = (b + 1) * pad // n - b * pad // n
-        out[b] += sep[-1] * extra
+        out[b] += (char or sep[-1]) * extra
     return out
 
 

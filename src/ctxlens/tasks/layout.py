@@ -84,20 +84,20 @@ def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str]
         if j < len(items):
             merged.append(items[j])
     parts = [(m,) for m in merged] if wrap is None else wrap(merged)
-    context, firsts = join_parts(parts, stream.sep, pick.pad)
+    context, firsts = join_parts(parts, stream.sep, pick.pad, pick.pad_char)
     a = len(before)
     marks = [Mark(a + firsts[where[i]], ins.kind, ins.depth, ins.answer, len(parts[where[i]]))
              for i, ins in enumerate(inserts)]
     return Draft([*before, *context, *after], (a, a + len(context)), marks)
 
 
-def join_parts(items: list[tuple[str, ...]], sep: str, pad: int) -> tuple[list[str], list[int]]:
+def join_parts(items: list[tuple[str, ...]], sep: str, pad: int, char: str = "") -> tuple[list[str], list[int]]:
     """Pieces of the items joined by ``sep`` (padded, ``pad_separators``), and each item's first piece.
 
     The separator goes to the end of an item's last piece (newline separators) or to the start of
     its first piece (space separators), as ``join`` does for one-piece items.
     """
-    glued = join(pad_separators(["\x00".join(parts) for parts in items], sep, pad), sep)
+    glued = join(pad_separators(["\x00".join(parts) for parts in items], sep, pad, char), sep)
     pieces: list[str] = []
     firsts = []
     for text in glued:
@@ -144,21 +144,36 @@ def fit_stream(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answ
     if found is None:
         found = fit_knob(exact, target, guess, 0, hi)
     assert found is not None  # pick(0) is make(prefix(0)), which fits
-    pick, draft = picks[found[0]]
-    gap = target - found[1]
-    allowed = int(PAD_ABOVE * setup.length)
-    if gap > allowed:  # the least padding that brings the gap under ``PAD_ABOVE``
-        drafts = {0: draft}
+    pick = picks[found[0]][0]
+    if target - found[1] > int(PAD_ABOVE * setup.length):
+        pick, draft = _pad(setup, stream, make, answer_prefix, pick, found[1])
+    else:
+        draft = picks[found[0]][1]
+    return draft, pick
 
-        def padded(pad: int) -> int:
+
+def _pad(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answer_prefix: str, pick: Pick,
+         got: int) -> tuple[Pick, Draft]:
+    """``pick`` with the least padding that brings the gap under ``PAD_ABOVE`` (or the most that
+    fits): blank lines first, else spaces where the tokenizer merges blank lines; none if neither
+    adds a token."""
+    target, allowed = setup.target, int(PAD_ABOVE * setup.length)
+    gap = target - got
+    best = (got, pick, make(pick))
+    for char in dict.fromkeys((stream.sep[-1], " ")):
+        drafts: dict[int, Draft] = {}
+
+        def padded(pad: int, char: str = char, drafts: dict[int, Draft] = drafts) -> int:
             if pad not in drafts:
-                drafts[pad] = make(pick.padded(pad))
+                drafts[pad] = make(pick.padded(pad, char))
             return count(setup, drafts[pad], answer_prefix)
 
         pad = gap - allowed  # one token per character, as with bytes
-        if not target - allowed <= padded(pad) <= target:
-            pad, got = fit_knob(padded, target, pad, 0, gap) or (0, 0)
-            if got <= found[1]:  # whitespace this tokenizer merges: no padding
-                pad = 0
-        pick, draft = pick.padded(pad), drafts[pad]
-    return draft, pick
+        n = padded(pad)
+        if not target - allowed <= n <= target:
+            pad, n = fit_knob(padded, target, pad, 0, gap) or (0, got)
+        if n > best[0]:
+            best = (n, pick.padded(pad, char), drafts[pad])
+        if n >= target - allowed:
+            break
+    return best[1], best[2]
