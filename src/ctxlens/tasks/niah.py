@@ -138,7 +138,7 @@ def build(setup: Setup, index: int) -> Sample:
 
 def _niah(name: str, haystack: str, key: str, value: str, k: int = 1, v: int = 1, q: int = 1, doc: str = "") -> None:
     options = {"type_haystack": haystack, "type_needle_k": key, "type_needle_v": value,
-               "num_needle_k": k, "num_needle_v": v, "num_needle_q": q}
+               "num_needle_k": k, "num_needle_v": v, "num_needle_q": q, "placement": "ruler"}
     register(Task(name, "niah", BUDGET, "all", build, options, doc))
 
 

@@ -113,5 +113,6 @@ def build(setup: Setup, index: int) -> Sample:
     return finish(setup, index, draft, prefix, names[0], meta)
 
 
-register(Task("vt", "vt", BUDGET, "all", build, {"type_haystack": "noise", "num_chains": 1, "num_hops": 4},
+register(Task("vt", "vt", BUDGET, "all", build, {"type_haystack": "noise", "num_chains": 1, "num_hops": 4,
+                                                      "placement": "ruler"},
               "variable tracking: 1 chain of 4 hops in noise, one solved example first"))
