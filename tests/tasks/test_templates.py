@@ -67,7 +67,7 @@ def test_registry_has_rulers_13_tasks_with_budgets_and_metrics():
         o = get_task(name).options
         assert (o["type_haystack"], o["type_needle_k"], o["type_needle_v"], o["num_needle_k"], o["num_needle_v"],
                 o["num_needle_q"]) == (hay, k, v, nk, nv, nq)
-    assert get_task("vt").options == {"type_haystack": "noise", "num_chains": 1, "num_hops": 4}
+    assert get_task("vt").options == {"type_haystack": "noise", "num_chains": 1, "num_hops": 4, "placement": "ruler"}
     assert get_task("cwe").options == {"freq_cw": 30, "freq_ucw": 3, "num_cw": 10}
     assert get_task("fwe").options["alpha"] == 2.0
 

@@ -149,15 +149,18 @@ def test_gpt2_style_newline_runs_keep_prompts_piecewise():
     """GPT-2's pre-tokenizer cuts ".\n\nB" as . \n \n B and "x \nB" as x ' ' \n B, though "\n\n" and " \n"
     are tokens; pieces cut there keep piecewise ids (no fall back to full encodings) equal to the
     tokenizer's own encoding of the prompt."""
-    from ctxlens.tasks.tokens import Encoder
 
     tok = gpt2_style()
     assert tok.encode(".\n\nB") == tok.encode(".\n") + tok.encode("\nB") != tok.encode(".\n\n") + tok.encode("B")
-    assert Encoder(tok).split_runs and not Encoder(load_tokenizer("byte")).split_runs
     for task in ("vt", "qa_1"):
         dataset._ENCODERS.clear()
         for s in generate(task, tok, 1024, 2, cache=False, verify=True):
             assert s.meta["tokenization"] == "pieces" and s.input_ids == tok.encode(s.prompt)
+        assert dataset.encoder_for(tok).split_runs  # found by the first sample's check
+    dataset._ENCODERS.clear()
+    byte = load_tokenizer("byte")
+    generate("qa_1", byte, 1024, 1, cache=False)
+    assert not dataset.encoder_for(byte).split_runs
 
 
 def test_file_tokenizer_answers_like_transformers(tmp_path):

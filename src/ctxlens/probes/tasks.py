@@ -59,6 +59,8 @@ class TaskOptions:
     alpha: float | None = option(None, "fwe: Zipf exponent of the word counts")
     coded_wordlen: PositiveInt | None = option(None, "fwe: letters per coded word")
     vocab_size: NonNegativeInt | None = option(None, "fwe: coded words to draw from; 0: from the length")
+    placement: str | None = option(None, "niah, vt: needles in line haystacks on a uniformly drawn line (ruler, "
+                                         "RULER's rule) or at RULER's 40-point depth grid (grid); None: ruler")
 
     def __post_init__(self) -> None:
         """A RULER argument none of the experiment's tasks takes is an error (all 13: experiments with fixed tasks)."""
@@ -67,7 +69,8 @@ class TaskOptions:
 
 
 RULER_ARGS = ("num_needle_k", "num_needle_v", "num_needle_q", "type_haystack", "type_needle_k", "type_needle_v",
-              "num_chains", "num_hops", "freq_cw", "freq_ucw", "num_cw", "alpha", "coded_wordlen", "vocab_size")
+              "num_chains", "num_hops", "freq_cw", "freq_ucw", "num_cw", "alpha", "coded_wordlen", "vocab_size",
+              "placement")  # the last is ctxlens's: how needles are placed
 
 
 def ruler_args(config: TaskOptions) -> dict:

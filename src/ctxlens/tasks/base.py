@@ -220,7 +220,7 @@ class Mark:
     kind: str
     target_percent: float | None = None
     answer: bool = True  # holds (part of) the answer
-
+    span: int = 1  # pieces it takes
 
 @dataclass
 class Draft:
@@ -233,10 +233,8 @@ class Draft:
 
 def render(setup: Setup, draft: Draft, answer_prefix: str) -> tuple[list[str], int]:
     """Normalized pieces of the whole prompt and the index of the first input piece."""
-    from ctxlens.tasks.tokens import normalize
-
     pieces, first = setup.frame.wrap(draft.pieces, answer_prefix)
-    return normalize(pieces, setup.encoder.split_runs), first
+    return setup.encoder.normalize(pieces), first
 
 
 def count(setup: Setup, draft: Draft, answer_prefix: str) -> int:
@@ -259,7 +257,7 @@ def finish(setup: Setup, index: int, draft: Draft, answer_prefix: str, outputs: 
     starts = enc.starts(pieces, frame.specials)
     a, b = draft.context
     ctx0, ctx1 = starts[first + a], starts[first + b]
-    sizes = {m.piece: starts[first + m.piece + 1] - starts[first + m.piece] for m in draft.marks}
+    sizes = {m.piece: starts[first + m.piece + m.span] - starts[first + m.piece] for m in draft.marks}
     hay_total = max(1, ctx1 - ctx0 - sum(sizes.values()))
     depths = []
     for m in sorted(draft.marks, key=lambda m: m.piece):

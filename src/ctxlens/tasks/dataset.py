@@ -88,17 +88,24 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
         folder = (cache_root() if cache is True else Path(cache)) / task / key
     if folder is not None and (folder / "samples.jsonl").is_file():
         return load(folder)
-    encoder.mode = "pieces"
+    encoder.mode, encoder.split_runs = "pieces", False  # found again per batch: same batch, same bytes
     setup = Setup(spec, encoder, frame, length, seed, budget, {**options, "verify": verify})
     samples = []
     for index in range(n):
-        try:
-            samples.append(spec.build(setup, index))
-        except Refit:
-            samples.append(spec.build(setup, index))
+        samples.append(_build(setup, index))
     if folder is not None:
         save(samples, folder)
     return samples
+
+
+def _build(setup: Setup, index: int) -> Sample:
+    """One sample; built again (at most twice) when the encoder changes how it counts."""
+    for _ in range(2):
+        try:
+            return setup.task.build(setup, index)
+        except Refit:  # drop the streams costed the old way
+            setup.shared.clear()
+    return setup.task.build(setup, index)
 
 
 def save(samples: list[Sample], folder: Path) -> None:

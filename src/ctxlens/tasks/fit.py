@@ -5,10 +5,13 @@ reads accuracy per context length and needle depth, so both must be what they cl
 Two pieces do that here:
 
 * ``Stream``: a haystack as a sequence of units (lines, sentences, documents) joined by one
-  separator, cut after a whole number of *words* (the last unit may be partial, as RULER's essay
-  haystack ends mid-sentence). Its cumulative word and token counts give the first estimate of
-  how many words fit, without tokenising the prompt.
-* ``fit_knob``: the largest integer knob (words of haystack, distinct words, documents) whose
+  separator. A prompt takes whole units only (RULER and lm-eval end on whole items): the
+  longest prefix that fits with its last units exchanged for the later ones that fill the gap best
+  (``Stream.pick``, a subset sum), then, if
+  more than half a percent of the length is still free, extra separator characters spread
+  between the units (``pad_separators``). Cumulative token counts give the first estimate
+  without tokenising the prompt.
+* ``fit_knob``: the largest integer knob (haystack tokens, padding, distinct words) whose
   exact prompt count stays within the target. It gallops from the estimate and bisects, calls
   the exact counter O(log error) times, only returns a knob it has checked, and always stops.
 
@@ -18,13 +21,10 @@ Two pieces do that here:
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ctxlens.tasks.tokens import Encoder
-
-_WORD_END = re.compile(r"\S+")
 
 
 def fit_knob(count: Callable[[int], int], target: int, start: int, lo: int, hi: int) -> tuple[int, int] | None:
@@ -84,76 +84,136 @@ def refine(exact: Callable[[int], int], target: int, guess: int, lo: int, hi: in
     return fit_knob(exact, target, guess, lo, guess if mode == "pieces" else hi)
 
 
+WINDOW = 64  # units read past the longest fitting prefix, to close the gap it leaves
+TAIL = 16  # last units of that prefix that may give way to window units
+
+
+@dataclass(frozen=True)
+class Pick:
+    """Whole haystack units chosen to fill a token budget, and the padding that closes the rest."""
+
+    units: tuple[str, ...]
+    costs: tuple[int, ...]  # estimated tokens of each unit (costed as the piece it is inside a join)
+    pad: int = 0  # extra characters spread over the boundaries (``pad_separators``)
+    pad_char: str = ""  # which: "" the separator's last character (a blank line), or " "
+
+    @property
+    def cost(self) -> int:
+        return sum(self.costs)
+
+    def padded(self, pad: int, char: str = "") -> Pick:
+        return Pick(self.units, self.costs, pad, char)
+
+
 @dataclass
 class Stream:
-    """Haystack units from ``source`` (an iterator), joined by ``sep``, counted in words and tokens.
+    """Haystack units from ``source`` (an iterator), joined by ``sep``, counted in tokens.
 
-    ``units[i]`` is a unit's text without separators; ``cum_words[i]`` / ``cum_tokens[i]`` count
-    the words / tokens of the first ``i`` units (each unit costed as the piece it is inside a
-    join, e.g. ``unit + "\n"``: an estimate, exact up to the context's two ends).
+    ``units[i]`` is a unit's text without separators; ``cum_tokens[i]`` counts the tokens of the
+    first ``i`` units (each unit costed as the piece it is inside a join, e.g. ``unit + "\n"``:
+    an estimate, exact up to the context's two ends). ``short`` holds whole items smaller than a
+    unit (the noise line's leading sentences) that may close the last gap. ``keep_head``: the
+    first half of a pick stays the stream's start even when it is short (running text, as RULER's
+    essays).
+    ``dress``: how a unit appears in the prompt, for costing (e.g. with a document number).
     """
 
     source: Iterator[str]
     sep: str
     encoder: Encoder
+    short: tuple[str, ...] = ()
+    keep_head: bool = False
+    dress: Callable[[str], str] | None = None
     units: list[str] = field(default_factory=list)
-    ends: list[list[int]] = field(default_factory=list)  # character end of each word of each unit
-    cum_words: list[int] = field(default_factory=lambda: [0])
     cum_tokens: list[int] = field(default_factory=lambda: [0])
     exhausted: bool = False
 
-    def extend_to(self, tokens: int) -> None:
-        """Read units until the stream holds more than ``tokens`` estimated tokens (or runs dry)."""
-        while self.cum_tokens[-1] <= tokens and not self.exhausted:
+    def extend_to(self, tokens: int, units: int = 0) -> None:
+        """Read units until the stream holds more than ``tokens`` estimated tokens and at least
+        ``units`` units (or runs dry)."""
+        while (self.cum_tokens[-1] <= tokens or len(self.units) < units) and not self.exhausted:
             batch = []
             have = len(self.units)
             per_unit = self.cum_tokens[-1] / have if have else 0
             want = int((tokens - self.cum_tokens[-1]) / per_unit) + 8 if per_unit else 32
-            for _ in range(min(max(want, 8), 1024)):
+            for _ in range(min(max(want, units - have, 8), 1024)):
                 unit = next(self.source, None)
                 if unit is None:
                     self.exhausted = True
                     break
                 batch.append(unit)
-            costs = self.encoder.costs(join(batch, self.sep, inner=True))
+            dressed = batch if self.dress is None else [self.dress(u) for u in batch]
+            costs = self.encoder.costs(self.encoder.normalize(join(dressed, self.sep, inner=True)))
             for unit, cost in zip(batch, costs):
-                ends = [m.end() for m in _WORD_END.finditer(unit)]
                 self.units.append(unit)
-                self.ends.append(ends)
-                self.cum_words.append(self.cum_words[-1] + len(ends))
                 self.cum_tokens.append(self.cum_tokens[-1] + cost)
 
-    @property
-    def total_words(self) -> int:
-        return self.cum_words[-1]
+    def cost(self, i: int) -> int:
+        return self.cum_tokens[i + 1] - self.cum_tokens[i]
 
-    def words_for(self, tokens: int) -> int:
-        """Estimated number of words that cost at most ``tokens`` (pro rata inside the last unit)."""
+    def prefix(self, k: int) -> Pick:
+        """The first ``k`` units."""
+        self.extend_to(0, k)
+        k = min(k, len(self.units))
+        return Pick(tuple(self.units[:k]), tuple(self.cost(i) for i in range(k)))
+
+    def pick(self, tokens: int) -> Pick:
+        """Whole units costing about ``tokens`` at most (never a cut unit).
+
+        The longest prefix of the stream that fits, whose last ``TAIL`` units may give way to any
+        subset of the next ``WINDOW`` units (stream order kept) that fills the rest best (mixing
+        unit sizes); then the longest ``short`` item that still fits.
+        """
         self.extend_to(tokens)
-        k = max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0)
-        if k >= len(self.units):
-            return self.cum_words[k]
-        unit_tokens = self.cum_tokens[k + 1] - self.cum_tokens[k]
-        unit_words = self.cum_words[k + 1] - self.cum_words[k]
-        return self.cum_words[k] + int((tokens - self.cum_tokens[k]) / max(1, unit_tokens) * unit_words)
+        k = min(max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0), len(self.units))
+        self.extend_to(0, k + WINDOW)
+        fixed = max(k - TAIL, k // 2 if self.keep_head else 0)
+        pool = list(range(fixed, min(k + WINDOW, len(self.units))))
+        taken = best_subset([self.cost(j) for j in pool], tokens - self.cum_tokens[fixed])
+        chosen = list(range(fixed)) + [pool[t] for t in taken]
+        units = [self.units[i] for i in chosen]
+        costs = [self.cost(i) for i in chosen]
+        left = tokens - sum(costs)
+        if self.short:
+            short = self.encoder.costs(self.encoder.normalize(join(list(self.short), self.sep, inner=True)))
+            fitting = [(c, s) for s, c in zip(self.short, short) if c <= left]
+            if fitting:
+                c, s = max(fitting)
+                units.append(s)
+                costs.append(c)
+        return Pick(tuple(units), tuple(costs))
 
-    def cost_of(self, words: int) -> int:
-        """Estimated tokens of the first ``words`` words (whole units plus the partial one)."""
-        k, partial = self._locate(words)
-        return self.cum_tokens[k] + (self.encoder.cost(self.sep + partial) if partial else 0)
 
-    def cut(self, words: int) -> tuple[list[str], str]:
-        """The first ``words`` words: (whole units, text of the partial unit or '')."""
-        k, partial = self._locate(words)
-        return self.units[:k], partial
+def best_subset(costs: list[int], budget: int) -> list[int]:
+    """Indices (ascending) of a subset of ``costs`` with the largest sum <= ``budget``, earlier
+    items preferred among equal sums (subset sum over a bitset of reachable sums)."""
+    if budget <= 0:
+        return []
+    mask = (1 << (budget + 1)) - 1
+    reach = [1]  # reach[i]: sums reachable with the first i items, as bits
+    for c in costs:
+        reach.append((reach[-1] | (reach[-1] << c)) & mask)
+    total = reach[-1].bit_length() - 1
+    out = []
+    for i in range(len(costs) - 1, -1, -1):
+        if not (reach[i] >> total) & 1:  # not reachable without item i: take it
+            out.append(i)
+            total -= costs[i]
+    return out[::-1]
 
-    def _locate(self, words: int) -> tuple[int, str]:
-        """(number of whole units, partial unit text) of the first ``words`` words."""
-        k = min(bisect.bisect_right(self.cum_words, words) - 1, len(self.units))
-        rest = words - self.cum_words[k]
-        if rest > 0 and k < len(self.units):
-            return k, self.units[k][: self.ends[k][rest - 1]]
-        return k, ""
+
+def pad_separators(items: list[str], sep: str, pad: int, char: str = "") -> list[str]:
+    """``items`` with ``pad`` extra characters spread evenly over the boundaries between them: the
+    separator's last one by default (a blank line between lines, two spaces after a sentence),
+    or ``char`` (spaces before a line's newline, for tokenizers that merge blank lines)."""
+    n = len(items) - 1
+    if pad <= 0 or n <= 0:
+        return list(items)
+    out = list(items)
+    for b in range(n):
+        extra = (b + 1) * pad // n - b * pad // n
+        out[b] += (char or sep[-1]) * extra
+    return out
 
 
 def join(items: list[str], sep: str, inner: bool = False) -> list[str]:

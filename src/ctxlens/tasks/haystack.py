@@ -4,14 +4,18 @@ The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequence
 compares needles hidden in repeated sentences ("Repeat") with needles hidden in essays
 ("Essay"); RULER's third haystack is made of other needles. As in RULER:
 
-* ``noise``: the line ``NOISE`` repeated, lines joined by newlines;
+* ``noise``: the line ``NOISE`` repeated, lines joined by newlines; a prompt may end in the
+  line's first sentences (``noise_heads``), never in a cut sentence;
 * ``essay``: running prose with all whitespace collapsed to single spaces, taken from its start
   and repeated when it runs out, split into sentences (needles go between sentences);
 * ``needle``: lines that are themselves needles with random keys and values.
 
-RULER's essays are Paul Graham's; ctxlens has no network, so ``builtin`` uses the built-in
-generated prose corpus (``ctxlens.data.corpus``) and any other spec opens a local text corpus
-(a ``.txt`` / ``.jsonl`` / ``.parquet`` file or folder, see ``ctxlens.data.sources``).
+RULER's essays are Paul Graham's, prose without key-value facts; ctxlens has no network, so
+``builtin`` uses the fact-free essays written in the built-in corpus's language
+(``ctxlens.data.corpus.prose``: no digits, no "X is N" facts, no questions, no task keys) and any
+other spec opens a local text corpus (a ``.txt`` / ``.jsonl`` / ``.parquet`` file or folder, see
+``ctxlens.data.sources``). ``corpus_sentences`` is the built-in corpus itself, facts and all, for
+``niah_corpus``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ _MAX_SENTENCE_CHARS = 600  # longer "sentences" (text without full stops) are cu
 def noise_lines() -> Iterator[str]:
     """The noise haystack: the same line forever."""
     return itertools.repeat(NOISE)
+
+
+def noise_heads() -> tuple[str, ...]:
+    """The noise line's whole-sentence beginnings, shorter than the line (to close the last gap)."""
+    ends = [m.end() for m in re.finditer(r"[.!?](?= |$)", NOISE)]
+    return tuple(NOISE[:e] for e in ends[:-1])
 
 
 def sentences(text: str) -> list[str]:
@@ -64,8 +74,15 @@ def _cut_long(sentence: str) -> list[str]:
     return parts
 
 
+_CORPUS = "\x00corpus"  # the key of the built-in corpus's own stream (no user spec can equal it)
+
+
 def _documents(spec: str) -> Iterator[str]:
     if spec == "builtin":
+        from ctxlens.data.corpus.prose import essays
+
+        return essays()
+    if spec == _CORPUS:
         from ctxlens.data import corpus
 
         return corpus.documents(0, None, split="validation")
@@ -105,3 +122,8 @@ def essay_sentences(spec: str = "builtin") -> Iterator[str]:
             seen.append(next(reader))
         yield seen[i]
         i += 1
+
+
+def corpus_sentences() -> Iterator[str]:
+    """Sentences of the built-in corpus (with its facts and asks), endless."""
+    return essay_sentences(_CORPUS)

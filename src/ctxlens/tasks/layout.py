@@ -2,18 +2,21 @@
 
 Shared by the needle tasks, variable tracking and document QA (the long-sequence paper, "How Well Can a Long
 Sequence Model Model Long Sequences?", Section 4 and Tables 2-4: needle depth and haystack
-format). A prompt is ``before + context + after`` where the context is the first W words of a
-haystack ``Stream`` with inserts (needles, chain lines, documents) placed at the unit boundary
-nearest to each insert's target depth, measured in tokens of the haystack.
+format). A prompt is ``before + context + after`` where the context is whole units of a haystack
+``Stream`` (``Stream.pick``) with inserts (needles, chain lines, documents) placed as RULER
+places them: before a uniformly drawn line in line haystacks (noise, needles), or at the unit
+boundary nearest a target depth, measured in tokens of the haystack (essays, documents, and any
+haystack when depths are asked for).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ctxlens.tasks.base import Draft, Mark, Setup, count, too_short
-from ctxlens.tasks.fit import Stream, fit_knob, join, place, refine
+from ctxlens.tasks.fit import Pick, Stream, fit_knob, join, pad_separators, place
 
 
 def shared_stream(setup: Setup, kind: str) -> Stream:
@@ -21,10 +24,11 @@ def shared_stream(setup: Setup, kind: str) -> Stream:
     from ctxlens.tasks import haystack as hay
 
     if kind == "noise":
-        key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder)
+        key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder, hay.noise_heads())
     else:
         source = setup.option("haystack_source") or "builtin"
-        key, make = ("essay", source), lambda: Stream(hay.essay_sentences(source), " ", setup.encoder)
+        key = ("essay", source)
+        make = lambda: Stream(hay.essay_sentences(source), " ", setup.encoder, keep_head=True)  # noqa: E731
     if key not in setup.shared:
         setup.shared[key] = make()
     return setup.shared[key]
@@ -33,70 +37,143 @@ def shared_stream(setup: Setup, kind: str) -> Stream:
 @dataclass(frozen=True)
 class Insert:
     text: str
-    depth: float  # target depth in percent of the haystack's tokens
+    depth: float | None  # target depth in percent of the haystack's tokens (None: placed by ``line``)
     kind: str = "needle"
     answer: bool = True
+    line: float | None = None  # RULER's rule for line haystacks: a uniform draw in [0, 1) picks the line
 
 
-def stream_draft(stream: Stream, words: int, before: list[str], after: list[str], inserts: list[Insert],
-                 wrap: Callable[[list[str]], list[str]] | None = None) -> Draft:
-    """The draft with the first ``words`` haystack words and ``inserts`` at their depths.
+def slots(bounds: list[int], inserts: list[Insert]) -> list[int]:
+    """The boundary (0 = before the first item) each insert goes to.
 
-    An insert goes to the unit boundary nearest its depth. When the words end inside a unit,
-    the cut-off unit is last; in line haystacks an insert may follow it (a newline still
-    separates them), in prose it stays after every insert (depth 100 is then less than one
-    sentence from the end).
-
-    ``wrap`` may rewrite the context items (e.g. number QA documents) before they are joined.
+    ``line`` inserts: before a uniformly drawn item, distinct as RULER's ``random.sample(range(n),
+    k)`` (the sorted draws u_1 <= ... <= u_k go to floor(u_i (n - k + 1)) + i - 1, never after the
+    last item); ``depth`` inserts: the boundary nearest their depth in tokens (``place``).
     """
-    units, partial = stream.cut(words)
-    items = units + ([partial] if partial else [])
-    # inserts go to boundaries between units; after a cut-off last unit only in line haystacks
-    # (a newline still separates them), never in prose (it would follow a broken sentence)
-    n_slots = len(items) if "\n" in stream.sep else len(units)
-    bounds = stream.cum_tokens[: len(units) + 1]
-    if n_slots > len(units):
-        bounds = [*bounds, bounds[-1] + stream.encoder.cost(stream.sep + partial)]
-    slots = sorted(((place(bounds, ins.depth), i) for i, ins in enumerate(inserts)))
+    n = len(bounds) - 1
+    drawn = sorted((ins.line, i) for i, ins in enumerate(inserts) if ins.line is not None)
+    out = [0] * len(inserts)
+    room = n - len(drawn) + 1
+    for rank, (u, i) in enumerate(drawn):
+        out[i] = int(u * room) + rank if room > 0 else int(u * max(n, 1))
+    for i, ins in enumerate(inserts):
+        if ins.line is None:
+            out[i] = place(bounds, ins.depth if ins.depth is not None else 0.0)
+    return out
+
+
+def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str], inserts: list[Insert],
+                 wrap: Callable[[list[str]], list[tuple[str, ...]]] | None = None) -> Draft:
+    """The draft with the picked haystack units and ``inserts`` at their lines or depths.
+
+    ``wrap`` may rewrite the context items (e.g. number QA documents) before they are joined,
+    each as one or more pieces (a label and a text that is then cached on its own); the pick's
+    padding is spread over the boundaries.
+    """
+    items = list(pick.units)
+    bounds = list(itertools.accumulate(pick.costs, initial=0))
+    order = sorted((slot, i) for i, slot in enumerate(slots(bounds, inserts)))
     merged: list[str] = []
     where: dict[int, int] = {}
     s = 0
     for j in range(len(items) + 1):
-        while s < len(slots) and slots[s][0] == j:
-            where[slots[s][1]] = len(merged)
-            merged.append(inserts[slots[s][1]].text)
+        while s < len(order) and order[s][0] == j:
+            where[order[s][1]] = len(merged)
+            merged.append(inserts[order[s][1]].text)
             s += 1
         if j < len(items):
             merged.append(items[j])
-    if wrap is not None:
-        merged = wrap(merged)
-    pieces = [*before, *join(merged, stream.sep), *after]
+    parts = [(m,) for m in merged] if wrap is None else wrap(merged)
+    context, firsts = join_parts(parts, stream.sep, pick.pad, pick.pad_char)
     a = len(before)
-    marks = [Mark(a + where[i], ins.kind, ins.depth, ins.answer) for i, ins in enumerate(inserts)]
-    return Draft(pieces, (a, a + len(merged)), marks)
+    marks = [Mark(a + firsts[where[i]], ins.kind, ins.depth, ins.answer, len(parts[where[i]]))
+             for i, ins in enumerate(inserts)]
+    return Draft([*before, *context, *after], (a, a + len(context)), marks)
 
 
-def fit_stream(setup: Setup, stream: Stream, make: Callable[[int], Draft], answer_prefix: str) -> tuple[Draft, int]:
-    """The draft with the most haystack words whose prompt fits ``setup.target``; (draft, words)."""
+def join_parts(items: list[tuple[str, ...]], sep: str, pad: int, char: str = "") -> tuple[list[str], list[int]]:
+    """Pieces of the items joined by ``sep`` (padded, ``pad_separators``), and each item's first piece.
+
+    The separator goes to the end of an item's last piece (newline separators) or to the start of
+    its first piece (space separators), as ``join`` does for one-piece items.
+    """
+    glued = join(pad_separators(["\x00".join(parts) for parts in items], sep, pad, char), sep)
+    pieces: list[str] = []
+    firsts = []
+    for text in glued:
+        firsts.append(len(pieces))
+        pieces.extend(text.split("\x00"))
+    return pieces, firsts
+
+
+PAD_ABOVE = 0.005  # pad only when whole units leave more than this share of the length free
+
+
+def fit_stream(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answer_prefix: str) -> tuple[Draft, Pick]:
+    """The draft with the most whole haystack units whose prompt fits ``setup.target``; (draft, pick).
+
+    The knob is the token budget of ``Stream.pick``; when the best pick still leaves more than
+    ``PAD_ABOVE`` of the length free, the most separator padding that fits closes the gap.
+    """
     target = setup.target
-    empty = count(setup, make(0), answer_prefix)
+    empty = count(setup, make(stream.prefix(0)), answer_prefix)
     if empty > target:
         raise too_short(setup, empty + setup.budget)
-    stream.extend_to(target)
-    # first on the cheap estimate (cached unit costs), then exactly from there: few exact counts
-    rough = fit_knob(lambda w: empty + stream.cost_of(w), target, stream.words_for(target - empty), 0,
-                     stream.total_words)
-    drafts: dict[int, Draft] = {}
+    picks: dict[int, tuple[Pick, Draft]] = {}
 
-    def exact(w: int) -> int:
-        drafts[w] = drafts.get(w) or make(w)
-        return count(setup, drafts[w], answer_prefix)
+    def exact(tokens: int) -> int:
+        if tokens not in picks:
+            pick = stream.pick(tokens)
+            picks[tokens] = pick, make(pick)
+        return count(setup, picks[tokens][1], answer_prefix)
 
-    mode = setup.encoder.mode
-    found = refine(exact, target, rough[0] if rough else 0, 0, stream.total_words, mode)
-    while found is not None and found[0] == stream.total_words and not stream.exhausted:
-        stream.extend_to(2 * stream.cum_tokens[-1])  # the estimate was short (full-encoding mode)
-        found = fit_knob(exact, target, found[0], 0, stream.total_words)
-    assert found is not None  # make(0) fits
-    words, _ = found
-    return drafts[words], words
+    room = target - empty
+    hi = 2 * room if setup.encoder.mode == "pieces" else 4 * room  # the estimate may be off either way
+    close = max(1, setup.length // 1000)  # a fit this close to the target is kept as it is
+    guess, found = room, None
+    for _ in range(3):  # the estimate misses what ``make`` adds per unit (document numbers): rescale it
+        got = exact(guess)
+        if got <= target and target - got <= close:
+            found = guess, got
+            break
+        scale = (got - empty) / max(1, picks[guess][0].cost)
+        new = min(hi, int(room / scale)) if scale > 0 else guess
+        if new == guess:
+            break
+        guess = new
+    if found is None:
+        found = fit_knob(exact, target, guess, 0, hi)
+    assert found is not None  # pick(0) is make(prefix(0)), which fits
+    pick = picks[found[0]][0]
+    if target - found[1] > int(PAD_ABOVE * setup.length):
+        pick, draft = _pad(setup, stream, make, answer_prefix, pick, found[1])
+    else:
+        draft = picks[found[0]][1]
+    return draft, pick
+
+
+def _pad(setup: Setup, stream: Stream, make: Callable[[Pick], Draft], answer_prefix: str, pick: Pick,
+         got: int) -> tuple[Pick, Draft]:
+    """``pick`` with the least padding that brings the gap under ``PAD_ABOVE`` (or the most that
+    fits): blank lines first, else spaces where the tokenizer merges blank lines; none if neither
+    adds a token."""
+    target, allowed = setup.target, int(PAD_ABOVE * setup.length)
+    gap = target - got
+    best = (got, pick, make(pick))
+    for char in dict.fromkeys((stream.sep[-1], " ")):
+        drafts: dict[int, Draft] = {}
+
+        def padded(pad: int, char: str = char, drafts: dict[int, Draft] = drafts) -> int:
+            if pad not in drafts:
+                drafts[pad] = make(pick.padded(pad, char))
+            return count(setup, drafts[pad], answer_prefix)
+
+        pad = gap - allowed  # one token per character, as with bytes
+        n = padded(pad)
+        if not target - allowed <= n <= target:
+            pad, n = fit_knob(padded, target, pad, 0, gap) or (0, got)
+        if n > best[0]:
+            best = (n, pick.padded(pad, char), drafts[pad])
+        if n >= target - allowed:
+            break
+    return best[1], best[2]

@@ -9,9 +9,12 @@ budget follow RULER (``scripts/data/synthetic/niah.py``, ``constants.py``, ``syn
 * needle: ``One of the special magic {values} for {key} is: {value}.``;
 * with one query and one value the template is made singular (``A special magic number is
   hidden ...``, answer prefix ``... mentioned in the provided text is``);
-* needle depths are drawn without replacement from RULER's 40-point grid (0..100 %) and sorted,
-  unless the ``depths`` option fixes them; each needle goes to the sentence (essay) or line
-  (noise, needle haystacks) boundary nearest its depth in tokens.
+* needle positions follow RULER's rule (option ``placement``, default ``ruler``): in line
+  haystacks (noise, needles) each needle goes before a uniformly drawn line, distinct lines as
+  ``random.sample``; in essays depths are drawn without replacement from RULER's 40-point grid
+  (0..100 %) and each needle goes to the sentence boundary nearest its depth in tokens.
+  ``placement=grid`` uses the grid in every haystack, and the ``depths`` option fixes the
+  depths (the depth sweeps); every needle's depth is recorded either way.
 
 What differs from RULER, on purpose: depths are exact and recorded, the prompt fills the length
 (``ctxlens.tasks.layout``), distractor keys never equal a real key, and shuffles use the
@@ -20,7 +23,7 @@ sample's own seed (RULER reuses one fixed permutation for every sample).
 
 from __future__ import annotations
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.tasks import haystack as hay
 from ctxlens.tasks import words
 from ctxlens.tasks.base import Sample, Setup, Task, finish, register
@@ -36,6 +39,8 @@ ANSWER_PREFIX = " The special magic {type_needle_v} for {query} mentioned in the
 BUDGET = 128
 DEPTHS = [round(i * 100 / 39) for i in range(40)]  # RULER: np.round(np.linspace(0, 100, 40))
 VALUE_KINDS = tuple(words.KINDS)
+PLACEMENTS = ("ruler", "grid")
+LINE_HAYSTACKS = ("noise", "needle")
 
 
 def singular(text: str) -> str:
@@ -78,6 +83,23 @@ def depths_for(setup: Setup, rng, n: int) -> list[float]:
     return sorted(fixed)
 
 
+def on_random_lines(setup: Setup, kind: str) -> bool:
+    """Whether inserts go before uniformly drawn lines (RULER's rule in line haystacks) rather
+    than to depths: the ``placement`` option is ``ruler`` (the default), the haystack is made of
+    lines and no ``depths`` are given."""
+    rule = setup.option("placement") or "ruler"
+    if rule not in PLACEMENTS:
+        raise unknown("needle placement", str(rule), PLACEMENTS)
+    return rule == "ruler" and kind in LINE_HAYSTACKS and setup.option("depths") is None
+
+
+def positions(setup: Setup, rng, kind: str, n: int) -> list[tuple[float | None, float | None]]:
+    """(depth, line draw) of ``n`` inserts: a uniform draw in [0, 1) each on random lines, else a depth."""
+    if on_random_lines(setup, kind):
+        return [(None, rng.random()) for _ in range(n)]
+    return [(d, None) for d in depths_for(setup, rng, n)]
+
+
 def build(setup: Setup, index: int) -> Sample:
     opt = setup.option
     type_k, type_v, kind = opt("type_needle_k"), opt("type_needle_v"), opt("type_haystack")
@@ -97,7 +119,7 @@ def build(setup: Setup, index: int) -> Sample:
     answers = [v for i in asked for v in values[i]]
     queries = [keys[i] for i in asked]
     query = queries[0] if n_q == 1 else ", ".join(queries[:-1]) + ", and " + queries[-1]
-    depths = depths_for(setup, rng, len(needles))
+    where = positions(setup, rng, kind, len(needles))
 
     template, prefix, noun = TEMPLATE, ANSWER_PREFIX, type_v
     if n_q * n_v == 1:
@@ -105,18 +127,18 @@ def build(setup: Setup, index: int) -> Sample:
     text = template.format(type_needle_v=noun, query=query, context="\x00")
     before, after = text.split("\x00")
     answer_prefix = prefix.format(type_needle_v=noun, query=query)
-    inserts = [Insert(t, d, "needle", i in asked) for (t, i), d in zip(needles, depths)]
+    inserts = [Insert(t, d, "needle", i in asked, u) for (t, i), (d, u) in zip(needles, where)]
     stream = _stream(setup, index, kind, keys)
-    draft, n_words = fit_stream(setup, stream, lambda w: stream_draft(stream, w, [before], [after], inserts),
-                                answer_prefix)
+    draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, [before], [after], inserts),
+                             answer_prefix)
     meta = {"haystack": kind, "type_needle_k": type_k, "type_needle_v": type_v, "keys": keys, "values": values,
-            "queries": queries, "haystack_words": n_words}
+            "queries": queries, "haystack_units": len(pick.units), "padding": pick.pad}
     return finish(setup, index, draft, answer_prefix, answers, meta)
 
 
 def _niah(name: str, haystack: str, key: str, value: str, k: int = 1, v: int = 1, q: int = 1, doc: str = "") -> None:
     options = {"type_haystack": haystack, "type_needle_k": key, "type_needle_v": value,
-               "num_needle_k": k, "num_needle_v": v, "num_needle_q": q}
+               "num_needle_k": k, "num_needle_v": v, "num_needle_q": q, "placement": "ruler"}
     register(Task(name, "niah", BUDGET, "all", build, options, doc))
 
 

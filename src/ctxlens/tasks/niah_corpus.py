@@ -6,8 +6,8 @@ the special magic numbers for ... is: ...") is foreign to models trained on the 
 (``ctxlens.data.corpus``), which retrieve nothing in it; this task asks in the wording they were
 trained on, so the depth and length sweeps have something to measure:
 
-* haystack: the ``essay`` sentences of the built-in corpus with every fact, ask and answer
-  sentence removed (``corpus.mentions_fact``), so no other value competes with the needle;
+* haystack: the sentences of the built-in corpus with every fact, ask and answer sentence
+  removed (``corpus.mentions_fact``), so no other value competes with the needle;
 * needle: ``The code for the blue door is 4172.`` (a 4-digit value: chance of a greedy exact
   match about 1e-4) at the sentence boundary nearest the requested depth;
 * the prompt ends in the ask ``Question: what is the code for the blue door? Answer: `` with
@@ -32,8 +32,8 @@ BUDGET = 8  # "4172." and a little room
 def _haystack(setup: Setup) -> Stream:
     """The batch's corpus prose without facts, built once and shared by its samples."""
     if "corpus-prose" not in setup.shared:
-        prose = (s for s in hay.essay_sentences("builtin") if not corpus.mentions_fact(s))
-        setup.shared["corpus-prose"] = Stream(prose, " ", setup.encoder)
+        prose = (s for s in hay.corpus_sentences() if not corpus.mentions_fact(s))
+        setup.shared["corpus-prose"] = Stream(prose, " ", setup.encoder, keep_head=True)
     return setup.shared["corpus-prose"]
 
 
@@ -44,8 +44,9 @@ def build(setup: Setup, index: int) -> Sample:
     answer_prefix = " " + corpus.question(key)
     stream = _haystack(setup)
     inserts = [Insert(corpus.statement(key, value), depth, "needle", True)]
-    draft, n_words = fit_stream(setup, stream, lambda w: stream_draft(stream, w, [], [], inserts), answer_prefix)
-    meta = {"haystack": "corpus", "keys": [key], "values": [[value]], "queries": [key], "haystack_words": n_words}
+    draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, [], [], inserts), answer_prefix)
+    meta = {"haystack": "corpus", "keys": [key], "values": [[value]], "queries": [key],
+            "haystack_units": len(pick.units), "padding": pick.pad}
     return finish(setup, index, draft, answer_prefix, [value], meta)
 
 

@@ -10,8 +10,8 @@ documents, then its article's other paragraphs, then random documents fill the l
 Differences from RULER, on purpose: RULER shuffles every sample's documents with the same fixed
 permutation, so the golden document sits at the same slot in every sample; here each required
 document goes to a depth drawn from RULER's depth grid (or the ``depths`` option, or from the
-position-weighted law when the ``gamma`` option is set), and the last distractor may be cut at a
-word boundary so that the prompt fills the length.
+position-weighted law when the ``gamma`` option is set), and distractors are whole documents
+chosen to fill the length (``Stream.pick``: a shorter document may follow a skipped longer one).
 """
 
 from __future__ import annotations
@@ -72,15 +72,15 @@ def build(setup: Setup, index: int) -> Sample:
     inserts = [Insert(source.docs[d], depth, "document", d in qa.support) for d, depth in zip(order, depths)]
     before, after = TEMPLATE.format(context="\x00", query=qa.query).split("\x00")
     stream = Stream((source.docs[d] for d in _distractors(setup.rng(index, "distractors"), qa, len(source.docs))),
-                    "\n\n", setup.encoder)
+                    "\n\n", setup.encoder, dress=lambda d: DOCUMENT.format(i=10, document=d))
 
-    def number(items: list[str]) -> list[str]:
-        return [DOCUMENT.format(i=i + 1, document=d) for i, d in enumerate(items)]
+    def number(items: list[str]) -> list[tuple[str, ...]]:  # label and text apart: texts are encoded once
+        return [tuple(DOCUMENT.format(i=i + 1, document="\x00" + d).split("\x00")) for i, d in enumerate(items)]
 
-    draft, n_words = fit_stream(setup, stream, lambda w: stream_draft(stream, w, [before], [after], inserts, number),
-                                ANSWER_PREFIX)
+    draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, [before], [after], inserts, number),
+                             ANSWER_PREFIX)
     meta = {"dataset": source.name, "question": qa.query, "question_index": index % len(source.qas),
-            "documents": draft.context[1] - draft.context[0], "haystack_words": n_words, "gamma": gamma}
+            "documents": len(pick.units) + len(inserts), "padding": pick.pad, "gamma": gamma}
     return finish(setup, index, draft, ANSWER_PREFIX, qa.outputs, meta)
 
 

@@ -31,26 +31,18 @@ def normalize(pieces: list[str], split_runs: bool = False) -> list[str]:
 
     A piece's trailing spaces go to the start of the piece after it (a space starts a word);
     a piece's leading newlines go to the end of the piece before it unless that piece ends in a
-    letter or digit (several tokenizers glue newlines to punctuation, ``".\n"``). ``split_runs``
-    (GPT-2-style pre-tokenizers, ``Encoder.split_runs``): a whitespace run ending in a newline
-    (``"\n\n"``, ``" \n"``) before a word is cut before that newline, where such tokenizers cut it. The concatenation is
-    unchanged and no piece is removed.
+    letter or digit (several tokenizers glue newlines to punctuation, ``".\n"``). The
+    concatenation is unchanged and no piece is removed.
+
+    ``split_runs``: a run of two or more whitespace characters that ends a piece gives its last
+    character to the next piece. GPT-2-style pre-tokenizers (``\\s+(?!\\S)``) split such a run
+    before its last character when a word follows (``".\n\nDocument"`` is ``"\n"``, ``"\n"``),
+    others keep it whole (``"\n\n"``); ``Encoder.check`` finds which one a tokenizer does.
     """
-    out = _normalize(pieces)
-    if split_runs:
-        for i in range(1, len(out)):
-            prev, cur = out[i - 1], out[i]
-            run = len(prev) - len(prev.rstrip())
-            if run >= 2 and prev.endswith("\n") and cur[:1] and not cur[:1].isspace():
-                out[i - 1], out[i] = prev[:-1], "\n" + cur
-    return out
-
-
-def _normalize(pieces: list[str]) -> list[str]:
     out = list(pieces)
     for i in range(1, len(out)):
         prev, cur = out[i - 1], out[i]
-        if cur[:1] != "\n" and prev[-1:] != " ":
+        if cur[:1] != "\n" and prev[-1:] != " " and not (split_runs and prev[-2:].isspace()):
             continue  # already a clean boundary (the common case)
         lead = len(cur) - len(cur.lstrip("\n"))
         if lead and not prev[-1:].isalnum():
@@ -58,6 +50,8 @@ def _normalize(pieces: list[str]) -> list[str]:
         trail = len(prev) - len(prev.rstrip(" "))
         if trail and not prev.endswith("\n"):
             prev, cur = prev[: len(prev) - trail], prev[len(prev) - trail:] + cur
+        if split_runs and prev[-2:].isspace() and len(prev) > 2 and cur[:1] and not cur[:1].isspace():
+            prev, cur = prev[:-1], prev[-1] + cur
         out[i - 1], out[i] = prev, cur
     return out
 
@@ -90,9 +84,9 @@ class Encoder:
         self._cache: dict[str, tuple[int, ...]] = {}
         self._len: dict[str, int] = {}  # token count of every cached piece
         self.mode = "pieces"
+        self.split_runs = False  # how pieces end in whitespace runs (``normalize``), found by ``check``
         self._fingerprint: str | None = None
         self.prefix, self.suffix = self._specials()
-        self.split_runs = self._splits_runs()
 
     @property
     def fingerprint(self) -> str:
@@ -121,15 +115,11 @@ class Encoder:
                 return tuple(full[:i]), tuple(full[i + len(bare):])
         return (), ()
 
-    def _splits_runs(self) -> bool:
-        """Whether the tokenizer cuts a newline run before a word before its last newline (GPT-2's
-        pre-tokenizer: ``".\n\nB"`` -> ``.`` ``\n`` ``\n`` ``B``) rather than after the run."""
-        whole = self.encode("a.\n\nB")
-        if whole == self.encode("a.\n\n") + self.encode("B"):
-            return False
-        return whole == self.encode("a.\n") + self.encode("\nB")
-
     # -- pieces ------------------------------------------------------------------------
+    def normalize(self, pieces: list[str]) -> list[str]:
+        """``pieces`` with boundaries where this tokenizer splits (``normalize``)."""
+        return normalize(pieces, self.split_runs)
+
     def warm(self, pieces: Sequence[str]) -> None:
         """Encode every piece not yet cached, in one batch."""
         missing = list(dict.fromkeys(p for p in pieces if p not in self._cache))
@@ -202,10 +192,18 @@ class Encoder:
         return [a for a, _ in enc["offset_mapping"]]
 
     def check(self, pieces: Sequence[str], specials: bool) -> bool:
-        """True when piecewise ids equal a full encoding; otherwise switch to ``full`` mode."""
+        """True when piecewise ids equal a full encoding. Otherwise try splitting whitespace runs
+        at boundaries (``normalize``), else switch to ``full`` mode; either way the caller must
+        build the prompt again."""
         if self.mode == "full":
             return True
-        same = self.ids(pieces, specials) == self.encode("".join(pieces), specials)
-        if not same:
-            self.mode = "full"
-        return same
+        full = self.encode("".join(pieces), specials)
+        if self.ids(pieces, specials) == full:
+            return True
+        if not self.split_runs:
+            split = normalize(list(pieces), True)
+            if self.ids(split, specials) == full:
+                self.split_runs = True
+                return False
+        self.mode = "full"
+        return False

@@ -18,7 +18,7 @@ import string
 from ctxlens.tasks.base import Sample, Setup, Task, finish, register
 from ctxlens.tasks.fit import Stream, fit_knob
 from ctxlens.tasks.layout import Insert, fit_stream, shared_stream, stream_draft
-from ctxlens.tasks.niah import DEPTHS
+from ctxlens.tasks.niah import DEPTHS, on_random_lines
 
 TEMPLATE = (
     "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n{context}\n"
@@ -54,12 +54,18 @@ def _stream(setup: Setup) -> Stream:
     return shared_stream(setup, "essay" if setup.option("type_haystack") == "essay" else "noise")
 
 
-def _inserts(rng, lines: list[list[str]], essay: bool) -> list[Insert]:
+def _inserts(setup: Setup, rng, lines: list[list[str]], essay: bool) -> list[Insert]:
+    """A chain's lines in order: before uniformly drawn noise lines (RULER), or at sorted depths
+    drawn from RULER's grid (essays, or ``placement=grid``)."""
     out = []
+    random_lines = on_random_lines(setup, "essay" if essay else "noise")
     for c, chain in enumerate(lines):
-        depths = sorted(rng.sample(DEPTHS, len(chain)))
-        for line, depth in zip(chain, depths):
-            out.append(Insert(line.strip() + "." if essay else line, depth, "chain", c == 0))
+        if random_lines:
+            where = [(None, u) for u in sorted(rng.random() for _ in chain)]
+        else:
+            where = [(d, None) for d in sorted(rng.sample(DEPTHS, len(chain)))]
+        for line, (depth, u) in zip(chain, where):
+            out.append(Insert(line.strip() + "." if essay else line, depth, "chain", c == 0, u))
     return out
 
 
@@ -74,11 +80,11 @@ def _example(setup: Setup, rng, n_chains: int, n_hops: int, essay: bool) -> list
     names, lines = chains(rng, n_chains, hops, letters=3)
     before, after, prefix = _parts(hops, lines[0][0].split("=")[-1].strip())
     tail = [after, prefix + " ".join(names[0]) + "\n"]
-    inserts = _inserts(rng, lines, essay)
+    inserts = _inserts(setup, rng, lines, essay)
     stream = _stream(setup)
 
     def make(units: int) -> list[str]:
-        return stream_draft(stream, stream.cum_words[units], [before], tail, inserts).pieces
+        return stream_draft(stream, stream.prefix(units), [before], tail, inserts).pieces
 
     def cost(units: int) -> int:
         return setup.encoder.count(make(units), False)
@@ -97,18 +103,16 @@ def build(setup: Setup, index: int) -> Sample:
     names, lines = chains(rng, n_chains, n_hops, letters=5)
     value = lines[0][0].split("=")[-1].strip()
     before, after, prefix = _parts(n_hops, value)
-    inserts = _inserts(rng, lines, essay)
+    inserts = _inserts(setup, rng, lines, essay)
     stream = _stream(setup)
     head = [*example, "\n" + before]
-
-    def make(words: int):
-        return stream_draft(stream, words, head, [after], inserts)
-
-    draft, n_words = fit_stream(setup, stream, make, prefix)
-    meta = {"haystack": "essay" if essay else "noise", "chains": lines, "value": value, "haystack_words": n_words,
+    draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, head, [after], inserts), prefix)
+    meta = {"haystack": "essay" if essay else "noise", "chains": lines, "value": value,
+            "haystack_units": len(pick.units), "padding": pick.pad,
             "example_tokens": setup.encoder.count(example, False)}
     return finish(setup, index, draft, prefix, names[0], meta)
 
 
-register(Task("vt", "vt", BUDGET, "all", build, {"type_haystack": "noise", "num_chains": 1, "num_hops": 4},
+register(Task("vt", "vt", BUDGET, "all", build, {"type_haystack": "noise", "num_chains": 1, "num_hops": 4,
+                                                      "placement": "ruler"},
               "variable tracking: 1 chain of 4 hops in noise, one solved example first"))
