@@ -72,8 +72,9 @@ def reuse_problem(lm, n: int = 40, cut: int = 25, new: int = 2) -> str:
 
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, min(lm.vocab_size, 1000), (1, n), generator=g).to(lm.device)  # [1, n]
-    config = GenerationConfig(max_new_tokens=new, do_sample=False, num_beams=1, pad_token_id=0, eos_token_id=None)
-    kwargs = {"generation_config": config, "output_logits": True, "return_dict_in_generate": True}
+    config = GenerationConfig(max_new_tokens=new, do_sample=False, num_beams=1, pad_token_id=0, eos_token_id=None,
+                              output_logits=True, return_dict_in_generate=True)
+    kwargs = {"generation_config": config}
     try:
         with torch.inference_mode():
             fresh = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
