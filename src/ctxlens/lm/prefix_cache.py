@@ -26,12 +26,25 @@ from collections.abc import Sequence
 import torch
 
 
-def prefill(lm, ids: Sequence[int], cache=None):
-    """The cache after ids [n], continuing ``cache`` (extended in place; None: a fresh one): one
-    forward of the decoder without the LM head, so no logits are computed."""
-    x = torch.tensor([list(ids)], dtype=torch.long, device=lm.device)  # [1, n]
+# Tokens per forward when a cache is continued. A causal attention kernel cannot take the cache's
+# offset, so a block of new tokens attends to the whole (cache + block) rectangle under a mask and
+# computes the masked-away half of the block's own square too: blocks of this size keep that
+# waste at block/2 keys per token (a 2K-token continuation in one block cost 15 % more than a
+# fresh 2K prefill on a CPU; in blocks of 512, about what its tokens should cost).
+BLOCK = 512
+
+
+def prefill(lm, ids, cache=None):
+    """The cache after ids [n] or [batch, n], continuing ``cache`` (extended in place; None: a
+    fresh one, from one causal forward); a continuation runs in blocks of ``BLOCK`` tokens. The
+    decoder runs without the LM head, so no logits are computed."""
+    x = torch.as_tensor(ids, dtype=torch.long, device=lm.device)
+    x = x[None] if x.ndim == 1 else x  # [batch, n]
+    step = BLOCK if cache is not None else max(x.shape[1], 1)
     with torch.inference_mode():
-        return getattr(lm.decoder(input_ids=x, cache=cache, use_cache=True), "cache", None)
+        for s in range(0, x.shape[1], step):
+            cache = getattr(lm.decoder(input_ids=x[:, s:s + step], cache=cache, use_cache=True), "cache", None)
+    return cache
 
 
 def copied(cache, keep: int, length: int, batch: int = 1):

@@ -51,7 +51,7 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, lm, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 2 << 30):
+    def __init__(self, lm, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20):
         lm.require_tokenizer("task generation")
         if batch_size < 1:
             raise CtxlensError(f"batch_size must be at least 1, got {batch_size}.")
@@ -90,7 +90,9 @@ class TransformersBackend:
                 done, cache = self._prefix(rows, min(shared[i] for i in chunk))
                 self.prefill_tokens += len(rows) * (length - done)
                 ids = torch.tensor(rows, dtype=torch.long, device=self.lm.device)  # [B, L]
-                kwargs = {"cache": cache} if cache is not None else {}  # covers ids[:, :done]
+                if cache is not None:  # covers ids[:, :done]; run the rest but the last token in blocks
+                    cache = prefill(self.lm, ids[:, done:length - 1], cache)
+                kwargs = {"cache": cache} if cache is not None else {}
                 with torch.inference_mode():
                     gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                                                  generation_config=config, **kwargs)  # [B, L + new]
