@@ -21,10 +21,8 @@ back): those models prefill every prompt on its own.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 
 import torch
-
 
 # Tokens per forward when a cache is continued. A causal attention kernel cannot take the cache's
 # offset, so a block of new tokens attends to the whole (cache + block) rectangle under a mask and
