@@ -47,7 +47,10 @@ def _eos_ids(model, tokenizer) -> set[int]:
 class TransformersBackend:
     """Greedy decoding with ``lm.model.generate``; equal-length prompts share a batch, and with
     ``share_prefix`` a batch starts from the cache of the prefix its prompts share with others
-    (kept across calls in a store of at most ``prefix_bytes``, the newest one always)."""
+    (kept across calls in a store of at most ``prefix_bytes``, the newest one always). Shared or
+    not, the same batches decode the same budgets with the same stop rules; the logits differ
+    only by the order of floating-point sums (a prefix and its continuation run as separate
+    forwards), so the greedy answers are the same unless two logits tie to that rounding."""
 
     name = "transformers"
 
