@@ -16,6 +16,7 @@ BENCHES = (
     "taskgen",
     "train_throughput",
     "parity_table_form",
+    "prefix_share",
 )
-# ``--quick``: the experiment table at 1K tokens plus the anisotropy and task-generation figures
-QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "taskgen")
+# ``--quick``: the experiment table at 1K tokens plus the anisotropy, task-generation and prefix-sharing figures
+QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "taskgen", "prefix_share")

@@ -34,6 +34,9 @@ class TaskOptions:
     backend: Backend = option("transformers", "generation backend: transformers, vllm, or openai (an "
                                               "OpenAI-compatible server)")
     batch_size: PositiveInt = option(8, "prompts per generation batch")
+    share_prefix: bool = option(True, "transformers only: prefill a prefix that prompts share (the haystack before a "
+                                      "needle) once and reuse its cache; models whose cache cannot be reused prefill "
+                                      "every prompt")
     tensor_parallel: PositiveInt = option(1, "vllm only: GPUs the model is split over")
     api_base: str = option("", "openai only: the server's base URL, e.g. http://localhost:8000/v1")
     api_model: str = option("", "openai only: the served model's name; empty: the model spec")
@@ -121,7 +124,7 @@ def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budge
     if "backend" not in cache:
         cache["backend"] = backend_for(lm, config.backend, batch_size=config.batch_size,
                                        tensor_parallel=config.tensor_parallel, api_base=config.api_base,
-                                       api_model=config.api_model)
+                                       api_model=config.api_model, share_prefix=config.share_prefix)
     return cache["backend"].generate(prompts, budgets)
 
 

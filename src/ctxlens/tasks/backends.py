@@ -8,7 +8,10 @@ prompt or the answer prefix -- for scoring.
 
 * ``TransformersBackend``: ``lm.model.generate`` with its KV / recurrent cache, a fresh greedy
   generation config (no sampling, no repetition penalty), prompts of equal length and budget
-  batched together (no padding, so SSM and hybrid models need no attention mask support);
+  batched together (no padding, so SSM and hybrid models need no attention mask support); a
+  prefix that prompts share (the haystack before the needle of a depth sweep) is prefilled once
+  and its cache copied into each batch (``ctxlens.tasks.prefix``), for models whose cache passes
+  ``ctxlens.lm.prefix_cache.reuse_problem``; ``prefill_tokens`` counts the prompt tokens run;
 * ``VLLMBackend``: ``vllm.LLM`` with tensor parallelism, temperature 0; import-guarded;
 * ``OpenAIBackend``: an OpenAI-compatible ``/v1/completions`` endpoint (vLLM's server, ...),
   sending token ids (or text), temperature 0.
@@ -25,6 +28,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.lm.prefix_cache import copied, prefill, reuse_problem
+from ctxlens.tasks.prefix import PrefixStore, common_length, shared_lengths
 
 Backend = typing.Literal["transformers", "vllm", "openai"]
 BACKENDS = typing.get_args(Backend)
@@ -40,16 +45,32 @@ def _eos_ids(model, tokenizer) -> set[int]:
 
 
 class TransformersBackend:
-    """Greedy decoding with ``lm.model.generate``; equal-length prompts share a batch."""
+    """Greedy decoding with ``lm.model.generate``; equal-length prompts share a batch, and with
+    ``share_prefix`` a batch starts from the cache of the prefix its prompts share with others
+    (kept across calls in a store of at most ``prefix_bytes``, the newest one always). Shared or
+    not, the same batches decode the same budgets with the same stop rules; the logits differ
+    only by the order of floating-point sums (a prefix and its continuation run as separate
+    forwards), so the greedy answers are the same unless two logits tie to that rounding."""
 
     name = "transformers"
 
-    def __init__(self, lm, batch_size: int = 8):
+    def __init__(self, lm, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20):
         lm.require_tokenizer("task generation")
         if batch_size < 1:
             raise CtxlensError(f"batch_size must be at least 1, got {batch_size}.")
         self.lm, self.batch_size = lm, batch_size
         self.eos = _eos_ids(lm.model, lm.tokenizer)
+        self.share_prefix, self.store = share_prefix, PrefixStore(prefix_bytes)
+        self.no_sharing: str | None = None  # why the model's cache cannot be reused ('' when it can); None: unchecked
+        self.prefill_tokens = 0  # prompt tokens run through the model (shared prefixes once)
+
+    def sharing(self) -> bool:
+        """Whether prefixes are shared: asked for, and the model's cache passes the reuse check (once)."""
+        if not self.share_prefix:
+            return False
+        if self.no_sharing is None:
+            self.no_sharing = reuse_problem(self.lm)
+        return not self.no_sharing
 
     def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
         import torch
@@ -58,6 +79,7 @@ class TransformersBackend:
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for i, (p, b) in enumerate(zip(prompts, budgets)):
             groups[(len(p), int(b))].append(i)
+        shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
         out: list[str] = [""] * len(prompts)
         pad = self.lm.tokenizer.pad_token_id
         pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
@@ -67,13 +89,36 @@ class TransformersBackend:
                                       eos_token_id=sorted(self.eos) or None)
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start:start + self.batch_size]
-                ids = torch.tensor([list(prompts[i]) for i in chunk], dtype=torch.long, device=self.lm.device)  # [B, L]
+                rows = [list(prompts[i]) for i in chunk]
+                done, cache = self._prefix(rows, min(shared[i] for i in chunk))
+                self.prefill_tokens += len(rows) * (length - done)
+                ids = torch.tensor(rows, dtype=torch.long, device=self.lm.device)  # [B, L]
+                if cache is not None:  # covers ids[:, :done]; run the rest but the last token in blocks
+                    cache = prefill(self.lm, ids[:, done:length - 1], cache)
+                kwargs = {"cache": cache} if cache is not None else {}
                 with torch.inference_mode():
                     gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                                 generation_config=config)  # [B, L + new]
+                                                 generation_config=config, **kwargs)  # [B, L + new]
                 for i, row in zip(chunk, gen[:, length:].tolist()):
                     out[i] = self._decode(row)
         return out
+
+    def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:
+        """(n, cache of the first n ids of every row, repeated to len(rows) rows) to start a batch
+        from: the stored prefix ``rows`` have in common, first extended to ``target`` ids (the
+        prefix they share with other prompts) and stored; (0, None) when nothing is shared."""
+        if not self.sharing():
+            return 0, None
+        common = min(min(common_length(rows[0], r) for r in rows), len(rows[0]) - 1)
+        target = min(target, common)
+        n, cache, held = self.store.best(rows[0][:common])
+        if target > n:
+            base = copied(cache, n, held) if cache is not None else None
+            cache = prefill(self.lm, rows[0][n:target], base)
+            self.prefill_tokens += target - n
+            self.store.add(rows[0][:target], cache)
+            n = held = target
+        return (n, copied(cache, n, held, batch=len(rows))) if n else (0, None)
 
     def _decode(self, new_ids: list[int]) -> str:
         for k, t in enumerate(new_ids):
@@ -145,12 +190,13 @@ class OpenAIBackend:
 
 
 def backend_for(lm, name: str = "transformers", *, batch_size: int = 8, tensor_parallel: int = 1,
-                api_base: str = "", api_model: str = "", send: str = "ids"):
-    """The backend ``name`` for ``lm`` (its tokenizer fits the prompts in every case)."""
+                api_base: str = "", api_model: str = "", send: str = "ids", share_prefix: bool = True):
+    """The backend ``name`` for ``lm`` (its tokenizer fits the prompts in every case); ``share_prefix``
+    applies to transformers (vLLM caches prefixes itself)."""
     if name not in BACKENDS:
         raise unknown("generation backend", name, BACKENDS)
     if name == "transformers":
-        return TransformersBackend(lm, batch_size)
+        return TransformersBackend(lm, batch_size, share_prefix)
     if name == "vllm":
         from ctxlens.lm.loading import resolve
 
