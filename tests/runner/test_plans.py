@@ -184,6 +184,28 @@ def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
     assert got.prefill > 0 and got.decode > 0 and got.slope >= 0 and 32 <= got.at <= 4096
 
 
+def test_the_decode_probe_measures_the_pace_of_new_tokens_even_when_generation_would_stop_early():
+    """A model whose prefill costs 50 ms (the first new token comes with it) and every further token
+    20 ms, and whose generation would end after one token (an end-of-text token, as random prompts
+    often give): the probe reads about 50 tokens/s, not one token over a near-zero difference."""
+    import time
+    import types
+
+    import torch
+
+    from ctxlens.probes.throughput import measure
+
+    def greedy(ids, max_new, pad, min_new=0):
+        made = max(min_new, 1)  # stops at the first token unless told not to
+        time.sleep(0.05 + 0.02 * (made - 1))
+        return torch.zeros(1, ids.shape[-1] + made, dtype=torch.long)
+
+    lm = types.SimpleNamespace(info=types.SimpleNamespace(max_positions=256), vocab_size=50,
+                               device=torch.device("cpu"), final_hidden=lambda ids: time.sleep(0.05), greedy=greedy)
+    got = measure(lm, budget=1.0)
+    assert 30 < got.decode < 60
+
+
 def test_niah_depth_plans_the_training_length_and_twice_it_where_positions_allow(llama8k):
     assert planned("niah-depth", llama8k).config.lengths == [4096, 8192]  # 16384 is beyond 8192 positions
     assert planned("niah-depth", llama8k, extrapolate=True).config.lengths == [8192, 16384]

@@ -276,12 +276,14 @@ class LM:
                                        post=self._logits_post(), chunk=chunk)
 
     @torch.inference_mode()
-    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int) -> torch.Tensor:
+    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int, min_new_tokens: int = 0) -> torch.Tensor:
         """[batch, seq + new] ids: the model's own greedy ``generate`` (its KV / recurrent cache) from
-        ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``."""
+        ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``;
+        ``min_new_tokens``: no end-of-text stop before that many new tokens."""
         self.check_length(torch.as_tensor(input_ids).shape[-1] + max_new_tokens)
         ids = self._ids(input_ids)
-        return self.model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad_token_id)
+        return self.model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                                   do_sample=False, pad_token_id=pad_token_id)
 
     def capture(self, input_ids, **request) -> _capture.Capture:
         """One forward returning only the requested slices; see ``ctxlens.lm.capture.run_capture``."""

@@ -4,9 +4,9 @@ The runner prints a time estimate before a run from it, and ``ctxlens profile`` 
 with it. Prefill is timed on random token ids at doubling lengths (32, 64, ...) until one forward
 takes a sizeable share of the budget or the model's positions run out; the last two lengths give
 the growth of the per-token cost with length (attention's quadratic term), so longer prompts are
-estimated slower than the probe's. Decode is timed as greedy generation after a short prompt,
-less that prompt's prefill. Batch 1 throughout: an estimate, not a benchmark (``bench/`` holds
-those).
+estimated slower than the probe's. Decode is timed as the extra time of a longer greedy
+generation over a one-token one from the same short prompt (neither may stop early). Batch 1
+throughout: an estimate, not a benchmark (``bench/`` holds those).
 """
 
 from __future__ import annotations
@@ -83,12 +83,13 @@ def measure(lm, budget: float = 3.0, seed: int = 0) -> Throughput:
     slope = max(0.0, (t2 / n2 - t1 / n1) / (n2 - n1)) if n2 > n1 else 0.0
     prompt = ids[:, :min(DECODE_PROMPT, limit - DECODE_NEW)] if limit > DECODE_NEW + 1 else ids[:, :1]
     pad = 0
-    warm = _timed(lm, lambda: lm.greedy(prompt, 2, pad))  # warm-up of the generation path, and its pace
+    warm = _timed(lm, lambda: lm.greedy(prompt, 2, pad, 2))  # warm-up of the generation path, and its pace
     new = max(2, min(DECODE_NEW, limit - prompt.shape[1], int(budget / 3 / max(warm / 2, 1e-6))))
-    out: list[torch.Tensor] = []
-    t_gen = _timed(lm, lambda: out.append(lm.greedy(prompt, new, pad)))
-    t_prompt = _best(lm, lambda: lm.final_hidden(prompt), budget / 12)
-    made = max(1, out[0].shape[-1] - prompt.shape[1])  # generation may stop early at an end-of-text token
-    decode = made / max(t_gen - t_prompt, 1e-6)
+    # decode = the extra tokens over the extra time of a longer generation from the same prompt; both
+    # generate exactly their count (no end-of-text stop), and the shared prefill cancels out
+    t_one = _best(lm, lambda: lm.greedy(prompt, 1, pad, 1), budget / 12)
+    t_new = _timed(lm, lambda: lm.greedy(prompt, new, pad, new))
+    extra = t_new - t_one
+    decode = (new - 1) / extra if extra > 0 else new / t_new  # a noisy machine: at least the whole call's pace
     return Throughput(prefill=n2 / max(t2, 1e-9), at=n2, slope=slope, decode=decode,
                       seconds=time.perf_counter() - began)
