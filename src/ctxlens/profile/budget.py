@@ -9,7 +9,8 @@ cost per unit. ``fit`` chooses, in this order:
    would take more than ``LENGTH_SHARE`` of the time (never below ``FLOOR``; the plan then says
    "L capped to N by the budget");
 2. cuts when even that does not fit: a reducible part run below its statistical floor (flagged),
-   then whole parts planned out, the least central first (``Part.drop_order``);
+   then whole parts planned out, the least central first (``Part.drop_order``), and back in
+   those of them that fit the room the cuts left;
 3. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time.
 
 ``refit`` does steps 2-3 again for the parts not yet started, at the same L, when the parts run so
@@ -103,8 +104,9 @@ def profile_length(info: ModelInfo) -> int:
 
 def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, left_out: dict,
          notes: list) -> tuple[list[Part], Size]:
-    """Reduce, then drop, parts until the smallest suite fits ``seconds``."""
-    parts = list(parts)
+    """Reduce, then drop, parts until the smallest suite fits ``seconds``; then take back, in
+    drop order, the dropped parts that fit the room left."""
+    everyone, parts = list(parts), list(parts)
     while parts and _total(parts, size, info, speed, slow) > seconds:
         victim = max(parts, key=lambda p: p.drop_order)
         reducible = [p for p in parts if p.reducible and p.name not in size.reduced]
@@ -114,7 +116,12 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: float
             continue
         parts.remove(victim)
         left_out[victim.name] = "the budget cannot afford it even at its smallest size"
-    return parts, size
+    order = [p.name for p in everyone]
+    for part in sorted((p for p in everyone if p.name in left_out), key=lambda p: p.drop_order):
+        if _total([*parts, part], size, info, speed, slow) <= seconds:  # a cheaper part fits the room left
+            parts.append(part)
+            del left_out[part.name]
+    return sorted(parts, key=lambda p: order.index(p.name)), size
 
 
 def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, top: float) -> Size:
