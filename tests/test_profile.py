@@ -83,7 +83,7 @@ def test_the_fitted_suite_fills_the_budget_without_exceeding_it(minutes):
     assert all(p.seconds > 0 for p in fit.parts)
 
 
-@pytest.mark.parametrize(("minutes", "slow"), [(3, 1.0), (3, 1.6), (10, 1.0), (10, 1.6)])
+@pytest.mark.parametrize(("minutes", "slow"), [(3, 1.0), (3, 1.6), (10, 0.5), (10, 1.6)])
 def test_a_profile_meets_its_budget_within_20_percent_even_when_parts_run_slow(llama, tmp_path, minutes, slow):
     fake, done = _fake_profile(llama, minutes, tmp_path / "p", slow)
     assert fake.now <= 1.2 * 60 * minutes

@@ -136,20 +136,22 @@ def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: flo
     return dataclasses.replace(size, scale=low)
 
 
-def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float) -> Fit:
-    """The suite of ``parts`` sized to ``seconds`` of suite time (see the module docstring)."""
+def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, tokenizer: bool = True) -> Fit:
+    """The suite of ``parts`` sized to ``seconds`` of suite time (see the module docstring);
+    ``tokenizer``: whether the model has one."""
     goal = TARGET * seconds
     extrapolate = not info.hard_limit
     trained = profile_length(info)
     length = trained
+    smallest = lambda n: Size(n, 0.0, extrapolate, tokenizer=tokenizer)  # noqa: E731
     while length // 2 >= min(FLOOR, trained) and \
-            _total(parts, Size(length, 0.0, extrapolate), info, speed, 1.0) > LENGTH_SHARE * goal:
+            _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
         length //= 2
     notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
     if not info.train_length:
         notes.append(f"the model states no training length: L = {trained}")
     left_out: dict[str, str] = {}
-    kept, size = _cut(parts, Size(length, 0.0, extrapolate), info, speed, goal, 1.0, left_out, notes)
+    kept, size = _cut(parts, smallest(length), info, speed, goal, 1.0, left_out, notes)
     size = _scale(kept, size, info, speed, goal, 1.0, 1.0)
     return Fit(size, [plan_part(p, size, info, speed) for p in kept], left_out, notes)
 

@@ -118,7 +118,7 @@ def _profile_one(spec, state, seconds, out, record, load_options, model_options,
         skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
-        fit = fitting.fit(keep, info, speed, max(available, 0.0))
+        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),
                      size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
@@ -162,7 +162,7 @@ def _load() -> list[float] | None:
 
 def _size_dict(size: Size) -> dict:
     return {"length": size.length, "scale": round(size.scale, 4), "extrapolate": size.extrapolate,
-            "reduced": sorted(size.reduced)}
+            "reduced": sorted(size.reduced), "tokenizer": size.tokenizer}
 
 
 def _part_record(p: fitting.Planned, status: str) -> dict:
@@ -180,14 +180,16 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
     where = out / state["label"]
     planned_here = spent_here = 0.0
     failed = 0
-    todo = state["parts"]
-    for i, part in enumerate(todo, start=1):
-        if planned_here > 0:
+    ran: set[str] = set()
+    while True:
+        if planned_here > 0:  # after each part: rescale what is left by how the parts so far went
             ratio = min(RATIO[1], max(RATIO[0], spent_here / planned_here))
             _recalibrate(state, where, ratio, deadline - clock(), info, speed)
             _write(out, record)
-        if part["status"] == "left out":
-            continue
+        part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
+        if part is None:
+            break
+        ran.add(part["name"])
         t0 = clock()
         try:
             runner(part["experiment"], [spec], where / part["name"], part["options"],
@@ -200,7 +202,7 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
         planned_here, spent_here = planned_here + part["planned_s"], spent_here + spent
         _write(out, record)
-        print(f"[{i:>2}/{len(todo)}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
+        print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
               + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
     state["spent_s"] = round(clock() - started, 1)
     state["load_average_after"] = _load()
@@ -222,6 +224,7 @@ def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, spee
     parts = [p for p in PARTS if p.name in {f["name"] for f in fresh}]
     fit = fitting.refit(parts, size, info, speed, max(left, 0.0), ratio)
     kept = {p.name: p for p in fit.parts}
+    before = [(r["name"], r["status"], r["options"]) for r in fresh]
     for rec in fresh:
         if rec["name"] in kept:
             rec.update(_part_record(kept[rec["name"]], "planned"))
@@ -229,6 +232,8 @@ def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, spee
         else:
             rec["status"] = "left out"
             state["left_out"][rec["name"]] = "the budget ran short after earlier parts took longer than planned"
+    if before == [(r["name"], r["status"], r["options"]) for r in fresh]:
+        return
     note = (f"{'behind' if behind else 'ahead of'} the plan (parts took x{ratio:.2f} their estimate): the "
             f"{len(fresh)} parts not started refitted to the {duration(left)} left (scale {fit.size.scale:.2f}; "
             f"planned: {', '.join(kept) or 'none'})")

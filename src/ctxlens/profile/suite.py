@@ -41,12 +41,14 @@ MIN_TASK_LENGTH = 128  # shorter prompts cannot hold a RULER template
 @dataclass(frozen=True)
 class Size:
     """The size of one profile: its length ``length`` (L), the sample knob ``scale`` in [0, 1],
-    whether lengths beyond the model's positions are allowed, and the parts run ``reduced``."""
+    whether lengths beyond the model's positions are allowed, the parts run ``reduced``, and
+    whether the model has a tokenizer (head masking scores the passkey only with one)."""
 
     length: int
     scale: float
     extrapolate: bool = False
     reduced: frozenset[str] = frozenset()
+    tokenizer: bool = True
 
 
 def knob(scale: float, low: int, high: int) -> int:
@@ -142,7 +144,8 @@ def _heads(size: Size, info: ModelInfo) -> dict:
 
 
 def _masking(size: Size, info: ModelInfo) -> dict:
-    return {"lengths": [size.length], "tasks": ["passkey", "perplexity"], "fractions": [0.05, 0.1],
+    tasks = ["passkey", "perplexity"] if size.tokenizer else ["perplexity"]
+    return {"lengths": [size.length], "tasks": tasks, "fractions": [0.05, 0.1],
             "n_draws": knob(size.scale, MIN_DRAWS, 8), "n_passkey": knob(size.scale, 2, 8), "depths": [0.1, 0.5, 0.9],
             "n_samples": knob(size.scale, 1, 4), "detect_length": size.length,
             "detect_samples": knob(size.scale, 2, 8), "n_queries": knob(size.scale, 32, 128),
