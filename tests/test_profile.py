@@ -126,6 +126,16 @@ def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_p
         [p["options"] for p in done.record["models"][llama]["parts"]]  # the recorded plan, not a new one
 
 
+def test_several_models_profile_one_after_another_into_folders_of_their_own(llama, mamba, tmp_path):
+    fake = FakeRun()
+    done = profile([llama, mamba], 2, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake)
+    labels = [done.record["models"][m]["label"] for m in (llama, mamba)]
+    assert len(set(labels)) == 2  # both saved as .../m: the second gets a suffix
+    assert {d.parent.name for d in done.dirs} == set(labels)
+    assert fake.now <= 1.2 * 2 * 60 * 2  # each model its own budget
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["ref:nope"], "Unknown reference model 'nope'"),
     (["ref:smollm2-135m", "--budget", "0"], "--budget must be a positive number"),

@@ -231,7 +231,8 @@ def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, spee
             state["left_out"].pop(rec["name"], None)
         else:
             rec["status"] = "left out"
-            state["left_out"][rec["name"]] = "the budget ran short after earlier parts took longer than planned"
+            state["left_out"][rec["name"]] = fit.left_out.get(rec["name"], "the budget cannot afford it") + (
+                " (refitted to the time left after earlier parts)")
     if before == [(r["name"], r["status"], r["options"]) for r in fresh]:
         return
     note = (f"{'behind' if behind else 'ahead of'} the plan (parts took x{ratio:.2f} their estimate): the "
