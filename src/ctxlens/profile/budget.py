@@ -148,6 +148,9 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
             _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
         length //= 2
     notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
+    if info.sliding_window and length <= info.sliding_window:
+        notes.append(f"L = {length} is within the sliding window ({info.sliding_window}): local and global layers "
+                     "see the same context")
     if not info.train_length:
         notes.append(f"the model states no training length: L = {trained}")
     left_out: dict[str, str] = {}

@@ -48,7 +48,11 @@ def check(models: list[str], minutes: float, out: Path) -> dict:
         raise CtxlensError(f"--budget must be a positive number of minutes, got {minutes}; e.g. --budget 10.")
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the profile.")
-    old = json.loads((out / RECORD).read_text()) if (out / RECORD).is_file() else {}
+    try:
+        old = json.loads((out / RECORD).read_text()) if (out / RECORD).is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        raise CtxlensError(f"{out / RECORD} is not a profile record this version can read; use a new --out "
+                           "directory.") from None
     if old and old.get("budget_minutes") != minutes:
         raise CtxlensError(f"{out} holds a profile planned for a {old.get('budget_minutes')}-minute budget; run with "
                            f"--budget {old.get('budget_minutes')} to resume it, or use a new --out directory.")
