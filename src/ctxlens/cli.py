@@ -4,6 +4,7 @@
     ctxlens run --config run.yaml
     ctxlens models | experiments | demo | zoo list
     ctxlens report RUN_DIR [RUN_DIR ...] --out report.html [--findings findings.json]
+    ctxlens profile MODEL [MODEL ...] [--budget MINUTES] [--out DIR] [--device ...]
     ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR [--NAME VALUE ...]
 
 Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
@@ -72,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="every experiment on the trained zoo, the papers' findings, one report")
     d.add_argument("--out", default="ctxlens-demo", help="directory for the runs, findings.json and report.html")
     d.add_argument("--quick", action="store_true", help="a smaller suite (under two minutes) on at most two models")
+    pf = sub.add_parser("profile", help="how well a model uses its context: the papers' suite fitted to a time "
+                        "budget, one report")
+    pf.add_argument("models", nargs="+", metavar="MODEL",
+                    help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME")
+    pf.add_argument("--budget", type=float, default=10.0, help="minutes per model (default 10)")
+    pf.add_argument("--out", default="ctxlens-profile", help="directory of the run directories, profile.json and "
+                    "report.html")
+    for flag in ("--dtype", "--device", "--attn-implementation", "--revision"):
+        pf.add_argument(flag, help="as in `ctxlens run`")
+    pf.add_argument("--trust-remote-code", action="store_true", default=None, help="allow model code from the hub")
+    pf.add_argument("--no-progress", action="store_true", help="no progress bars")
     z = sub.add_parser("zoo", help="the built-in model zoo: list, or train NAME ...")
     z.add_argument("action", choices=["list", "train"])
     z.add_argument("names", nargs="*", help="zoo models to train (default: all)")
@@ -310,6 +322,26 @@ def _cmd_zoo(args) -> int:
     return 0
 
 
+def _cmd_profile(args) -> int:
+    from ctxlens.profile import profile
+    from ctxlens.report import build_report
+
+    options = {k: getattr(args, k) for k in ("dtype", "device", "attn_implementation", "revision", "trust_remote_code")
+               if getattr(args, k) is not None}
+    done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress)
+    if not done.dirs:
+        print(f"no part of the profile wrote results into {args.out}; no report.")
+        return 1
+    try:
+        report = build_report(done.dirs, Path(args.out) / "report.html", title="ctxlens profile")
+    except Exception as err:  # noqa: BLE001 - the runs are saved; the report can be redrawn from them
+        print(f"the report failed ({type(err).__name__}: {err}); the run directories are in {args.out}: "
+              f"`ctxlens report {args.out}/*/* --out report.html` redraws it.")
+        return 1
+    print(f"\nprofile report ({len(report.warnings)} warnings):\n{report.path}")
+    return 1 if done.failed else 0
+
+
 def _one_line(message: str) -> str:
     """Control characters from user input (a newline in an option name) never break the line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
@@ -337,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             report = build_report(args.runs, args.out, findings=args.findings, threshold=args.threshold)
             print(f"{report.path} ({len(report.warnings)} warnings)")
             return 0
+        if args.command == "profile":
+            return _cmd_profile(args)
         if args.command == "demo":
             from ctxlens.demo import demo
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY,
     EXTRAPOLATE,
@@ -69,10 +69,15 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    """Forwards of the original and one perturbed copy per boundary, ``n_sequences`` each."""
+    return [Work((1 + len(config.boundaries)) * config.n_sequences, unit["length"])]
+
+
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # the demo's; b_min, 0.5 and 1.0 are what the plateau criterion reads
 
 register(Experiment(
-    "accs-boundary", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    "accs-boundary", Config, plan, run, needs=("residual",), doc=summary(__doc__), work=work,
     paper="geometry", section="Section 5.2, Figure 4, Tables 4-5",
     smoke=Smoke({"lengths": [64], "n_sequences": 4, "suffix_len": 8, "boundaries": [0, 0.25, 0.5, 0.75, 1.0]},
                 at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "boundaries": [0.5, 1.0]}),

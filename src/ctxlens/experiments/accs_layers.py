@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.options import Fraction, Layers, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import suffix as sx
 
@@ -53,8 +53,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    """Forwards of the original and the shuffled sequences, ``n_sequences`` each."""
+    return [Work(2 * config.n_sequences, unit["length"])]
+
+
 register(Experiment(
-    "accs-layers", Config, plan, run, needs=("residual",), doc=summary(__doc__),
+    "accs-layers", Config, plan, run, needs=("residual",), doc=summary(__doc__), work=work,
     paper="geometry", section="Section 4, Figure 1",
     smoke=Smoke({"lengths": [48, 96], "n_sequences": 4, "suffix_len": 8},
                 at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "layers": None}, every_layer=True),

@@ -27,8 +27,9 @@ slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and `
 
 Unless given, ``n_samples`` comes from the model's feature width d (``defaults``): max(512, 2 d),
 so that the d x d sample covariance has full rank with d / n <= 1/2 (the Marchenko-Pastur spread
-of its eigenvalues stays bounded; the paper uses >= 10000 samples); lengths beyond the model's
-positions are left out of the default lengths.
+of its eigenvalues stays bounded; the paper uses >= 10000 samples); every measure row says
+``underpowered`` when n < 2 d (given on the command line or by a budget). Lengths beyond the
+model's positions are left out of the default lengths.
 """
 
 from __future__ import annotations
@@ -97,7 +98,14 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
                      "bandwidth": k.bandwidth, "n_kde": k.n_samples, "flag": m["flag"]})
     rows += [{"quantity": "relative_eigenvalue", "index": i + 1, "value": float(v)}
              for i, v in enumerate(m["relative"][: config.eigen_rows])]
-    return [{**site, "n_samples": m["n_samples"], "dim": m["dim"], **r} for r in rows]
+    power = {"n_samples": m["n_samples"], "dim": m["dim"], "underpowered": underpowered(m["n_samples"], m["dim"])}
+    return [{**site, **power, **r} for r in rows]
+
+
+def underpowered(n_samples: int, dim: int | None) -> bool:
+    """Fewer samples than ``SAMPLES_PER_FEATURE`` x the feature width: the sample covariance's
+    eigenvalues spread too far (see the module docstring)."""
+    return bool(dim) and n_samples < SAMPLES_PER_FEATURE * dim
 
 
 def _site(lm, config: Config) -> dict:

@@ -27,7 +27,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_power_law
 from ctxlens.probes.source import LengthSweepOptions
@@ -64,6 +64,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    """A measure unit reads every sample's ``n_scored`` windows of its length (the fit reuses them)."""
+    if unit["stage"] != "measure":
+        return []
+    return [Work(config.n_samples * config.n_scored, unit["length"] + int(config.bos))]
+
+
 # ------------------------------------------------------------------------------- measurement
 def _measure(lm, config: Config, length: int, cache: dict) -> torch.Tensor:
     """[n_samples, n_scored] nats of the scored targets with ``length`` tokens visible (memoised)."""
@@ -94,7 +101,7 @@ def scored_windows(ids: torch.Tensor, length: int, n_scored: int, max_length: in
 
 
 register(Experiment(
-    "loss-vs-length", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
+    "loss-vs-length", Config, plan, run, needs=("token_loss",), doc=summary(__doc__), work=work,
     paper="intrinsic-entropy", section="Section 2.2.2, Figure 2, Appendix E, Figure 11",
     smoke=Smoke({"lengths": [2, 4, 8, 16, 32], "n_samples": 3, "n_scored": 4},
                 at_length=lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 1, "n_scored": 2}),

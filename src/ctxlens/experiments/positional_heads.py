@@ -4,8 +4,10 @@ The rope-distance paper ("On the token distance modeling ability of higher RoPE 
 Section 4.3.1 and Appendix A.3: Spearman's rho between relative distance and dominant
 dimension (Section 4.2.1, see ``dominant-dimension``) ranks every attention head; the paper
 reads |rho| as the strength of the correlation (``rank_by=abs``; ``positive`` / ``negative``
-rank by signed rho). Rows: ``kind="head"`` one per (layer, head) with rho, p_value, rank and
-whether p < alpha; ``kind="selection"`` one per fraction with the selected heads as
+rank by signed rho). Rows: ``kind="head"`` one per (layer, head) with rho, p_value, rank,
+whether p < alpha (``significant``, per head) and, corrected for testing every head at once,
+the Bonferroni p-value min(1, p x heads) (``p_bonferroni``) and whether it is < alpha
+(``significant_bonferroni``); ``kind="selection"`` one per fraction with the selected heads as
 [[layer, head], ...] (what ``head-masking`` masks).
 """
 
@@ -27,18 +29,26 @@ class Config(common.HeadOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512],
                                         help="detection lengths, in tokens (e.g. the training length)")
     alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
-        0.05, "significance level of each head's test (no multiple-test correction)")
+        0.05, "significance level of each head's test (significant: uncorrected; significant_bonferroni: over "
+              "all heads)")
 
 
 def plan(config: Config) -> list[dict]:
     return common.units(config)
 
 
+def significance(p: float | None, n_tests: int, alpha: float) -> dict:
+    """A head's test at ``alpha``, uncorrected and Bonferroni-corrected over ``n_tests`` heads."""
+    if p is None:
+        return {"significant": False, "p_bonferroni": None, "significant_bonferroni": False}
+    corrected = min(1.0, p * n_tests)
+    return {"significant": p < alpha, "p_bonferroni": corrected, "significant_bonferroni": corrected < alpha}
+
+
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     ranked = ranked_heads(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked)}
-    rows = [{"kind": "head", **r, "significant": r["p_value"] is not None and r["p_value"] < config.alpha, **extra}
-            for r in ranked]
+    rows = [{"kind": "head", **r, **significance(r["p_value"], len(ranked), config.alpha), **extra} for r in ranked]
     for f in config.fractions:
         n = n_selected(f, len(ranked))
         rows.append({"kind": "selection", "fraction": f, "n_selected": n,

@@ -168,15 +168,16 @@ def _same_weights(out: Path, spec: str, lm) -> str:
     return now
 
 
-def _ready(exp, spec: str, load_options: dict, model_options: dict) -> tuple[object, dict]:
-    """(model, columns for its rows): ``spec`` loaded, checked against the experiment's needs and
-    prepared, with what ``_prepare`` changed; the spec itself for experiments that build their own."""
+def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict) -> tuple[object, dict]:
+    """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``), checked against the
+    experiment's needs and prepared, with what ``_prepare`` changed; the spec itself for experiments
+    that build their own."""
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.loading import load
 
     if not exp.loads_model:
         return spec, {}
-    lm = load(spec, **load_options)
+    lm = loaded[spec] if spec in loaded else load(spec, **load_options)
     for need in exp.needs:
         lm.family.require(need, spec)
     return lm, _prepare(lm, model_options) or {}
@@ -190,6 +191,7 @@ def run(
     model_options: dict | None = None,
     progress: bool = True,
     announce: bool | None = None,
+    loaded: dict | None = None,
 ) -> RunStore:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
 
@@ -197,7 +199,8 @@ def run(
     (``ctxlens.runner.plans``). ``announce`` (default: ``progress``): print each model's plan to
     stderr once it has loaded, before its first forward, then a time estimate from a short
     throughput probe. Nothing is written to ``out`` before the first unit's rows are ready (see the
-    module docstring).
+    module docstring). ``loaded``: {spec: LM} already loaded with these model options, used instead
+    of loading them again (``ctxlens profile`` loads a model once for its whole suite).
     """
     from ctxlens.core.errors import CtxlensError
 
@@ -227,13 +230,14 @@ def run(
     writer = _Writer(out, run_cfg, shard, load_options.get("device"))
     try:
         return _run_models(exp, config, options, models, out, writer, shard, load_options, model_options,
-                           progress, announce)
+                           progress, announce, dict(loaded or {}))
     finally:
         if writer.store is not None:
             writer.store.close()
 
 
-def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce):
+def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce,
+                loaded):
     done = committed_units(out)
     before = read_config(out) or {}
     recorded, listed_before = before.get("resolved") or {}, before.get("models") or []
@@ -250,7 +254,7 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
         if not todo:
             continue
-        (lm, columns), cache = _ready(exp, spec, load_options, model_options), {}
+        (lm, columns), cache = _ready(exp, spec, load_options, model_options, loaded), {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
         if announce:

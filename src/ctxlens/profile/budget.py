@@ -1,0 +1,171 @@
+"""Fitting the profile's suite to a time budget, from a throughput probe and each part's tokens.
+
+A part's estimate is the sum, over its units, of the tokens its experiment's ``work`` hook states
+(``ctxlens.runner.plans.unit_work``) at the probe's pace (``Throughput.prefill_seconds`` and
+``decode_seconds``), times the part's ``factor`` (captured states, per-query work), plus a fixed
+cost per unit. ``fit`` chooses, in this order:
+
+1. the length L: the training length, halved while the suite at its smallest sample counts
+   would take more than ``LENGTH_SHARE`` of the time (never below ``FLOOR``; the plan then says
+   "L capped to N by the budget");
+2. cuts when even that does not fit: a reducible part run below its statistical floor (flagged),
+   then whole parts planned out, the least central first (``Part.drop_order``), and back in
+   those of them that fit the room the cuts left;
+3. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time.
+
+``refit`` does steps 2-3 again for the parts not yet started, at the same L, when the parts run so
+far took longer or much shorter than planned (their ratio ``slow`` multiplies the estimates): the
+profile shrinks what is left rather than overrun, and grows it rather than idle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ctxlens.core.options import make_config
+from ctxlens.experiments.registry import get_experiment
+from ctxlens.lm.info import ModelInfo
+from ctxlens.probes.throughput import Throughput
+from ctxlens.profile.suite import Part, Size
+from ctxlens.runner import plans
+
+TARGET = 0.85  # share of the available time the plan fills: the rest absorbs a busy machine
+LENGTH_SHARE = 0.5  # the smallest suite at L may take at most this share of the time
+FLOOR = 256  # L is never capped below this (or the training length, when shorter)
+UNIT_SECONDS = 0.3  # fixed cost of a unit (committing rows, tokenising, building prompts)
+DEFAULT_LENGTH = 4096  # L of a model whose config states no length (a recurrent model)
+STEPS = 14  # bisection steps of the scale
+
+
+@dataclass
+class Planned:
+    """One part as planned: its options, the model options it needs, units, tokens, seconds, notes."""
+
+    name: str
+    experiment: str
+    options: dict
+    model_options: dict
+    units: int
+    tokens: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Fit:
+    """A fitted suite: the size, the parts planned, the parts left out {name: why}, and notes."""
+
+    size: Size
+    parts: list[Planned]
+    left_out: dict[str, str]
+    notes: list[str]
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.parts)
+
+
+def configured(part: Part, size: Size, info: ModelInfo):
+    """(experiment, options, config with the model's defaults filled) of ``part`` at ``size``."""
+    exp = get_experiment(part.experiment)
+    options = part.options(size, info)
+    config = make_config(exp.Config, options)
+    if exp.defaults is not None:
+        made = exp.defaults(info, config, frozenset(options), size.extrapolate)
+        config = make_config(exp.Config, {**options, **{k: v for k, v in made.values.items() if k not in options}})
+    return exp, options, config
+
+
+def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: float = 1.0) -> Planned:
+    """``part`` at ``size``: its units, tokens and estimated seconds (times ``slow``)."""
+    exp, options, config = configured(part, size, info)
+    units = exp.plan(config)
+    tokens, seconds = 0, 0.0
+    for unit in units:
+        for w in plans.unit_work(exp, config, unit) or []:
+            tokens += w.prompt_tokens + w.new_tokens
+            seconds += speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.new_tokens)
+    seconds = (seconds * part.factor + UNIT_SECONDS * len(units)) * slow
+    longest = max([*options.get("lengths", []), options.get("detect_length") or 0])
+    beyond = info.max_positions is not None and longest > info.max_positions
+    return Planned(part.name, part.experiment, options, {"allow_extrapolation": True} if beyond else {}, len(units),
+                   tokens, seconds, part.notes(size, info))
+
+
+def _total(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, slow: float) -> float:
+    return sum(plan_part(p, size, info, speed, slow).seconds for p in parts)
+
+
+def profile_length(info: ModelInfo) -> int:
+    """L before any cap: the training length, else the positions, else ``DEFAULT_LENGTH``."""
+    return info.train_length or info.max_positions or DEFAULT_LENGTH
+
+
+def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, left_out: dict,
+         notes: list) -> tuple[list[Part], Size]:
+    """Reduce, then drop, parts until the smallest suite fits ``seconds``; then take back, in
+    drop order, the dropped parts that fit the room left."""
+    everyone, parts = list(parts), list(parts)
+    while parts and _total(parts, size, info, speed, slow) > seconds:
+        victim = max(parts, key=lambda p: p.drop_order)
+        reducible = [p for p in parts if p.reducible and p.name not in size.reduced]
+        if reducible:
+            size = dataclasses.replace(size, reduced=size.reduced | {reducible[0].name})
+            notes.append(f"{reducible[0].name} reduced below its statistical floor: the budget cannot afford it")
+            continue
+        parts.remove(victim)
+        left_out[victim.name] = "the budget cannot afford it even at its smallest size"
+    order = [p.name for p in everyone]
+    for part in sorted((p for p in everyone if p.name in left_out), key=lambda p: p.drop_order):
+        if _total([*parts, part], size, info, speed, slow) <= seconds:  # a cheaper part fits the room left
+            parts.append(part)
+            del left_out[part.name]
+    return sorted(parts, key=lambda p: order.index(p.name)), size
+
+
+def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, top: float) -> Size:
+    """``size`` with the largest scale <= ``top`` whose suite fits ``seconds``."""
+    if _total(parts, dataclasses.replace(size, scale=top), info, speed, slow) <= seconds:
+        return dataclasses.replace(size, scale=top)
+    low, high = 0.0, top
+    for _ in range(STEPS):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _total(parts, dataclasses.replace(size, scale=mid), info, speed, slow) <= seconds \
+            else (low, mid)
+    return dataclasses.replace(size, scale=low)
+
+
+def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, tokenizer: bool = True) -> Fit:
+    """The suite of ``parts`` sized to ``seconds`` of suite time (see the module docstring);
+    ``tokenizer``: whether the model has one."""
+    goal = TARGET * seconds
+    extrapolate = not info.hard_limit
+    trained = profile_length(info)
+    length = trained
+    smallest = lambda n: Size(n, 0.0, extrapolate, tokenizer=tokenizer)  # noqa: E731
+    while length // 2 >= min(FLOOR, trained) and \
+            _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
+        length //= 2
+    notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
+    if info.sliding_window and length <= info.sliding_window:
+        notes.append(f"L = {length} is within the sliding window ({info.sliding_window}): local and global layers "
+                     "see the same context")
+    if not info.train_length:
+        notes.append(f"the model states no training length: L = {trained}")
+    left_out: dict[str, str] = {}
+    kept, size = _cut(parts, smallest(length), info, speed, goal, 1.0, left_out, notes)
+    size = _scale(kept, size, info, speed, goal, 1.0, 1.0)
+    return Fit(size, [plan_part(p, size, info, speed) for p in kept], left_out, notes)
+
+
+def refit(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float,
+          slow: float) -> Fit:
+    """The not-yet-started ``parts`` fitted again to ``seconds`` at ``size``'s length, their
+    estimates times ``slow`` (the ratio of spent to planned time so far)."""
+    left_out: dict[str, str] = {}
+    notes: list[str] = []
+    kept, smaller = _cut(parts, dataclasses.replace(size, scale=0.0), info, speed, TARGET * seconds, slow,
+                         left_out, notes)
+    smaller = _scale(kept, dataclasses.replace(smaller, scale=0.0), info, speed, TARGET * seconds, slow, 1.0)
+    return Fit(smaller, [plan_part(p, smaller, info, speed, slow) for p in kept], left_out, notes)

@@ -1,0 +1,297 @@
+"""``ctxlens profile MODEL [MODEL ...] --budget MINUTES --out DIR``: the context-use profile.
+
+For each model in turn: read what it is (``ctxlens.lm.info``), load it once, probe its prefill and
+decode throughput (``ctxlens.probes.throughput``), fit the suite (``ctxlens.profile.suite``) to the
+budget (``ctxlens.profile.budget``; MINUTES per model) and print the plan before any forward of
+the suite, then run it part by part, each an ordinary run directory ``DIR/<model>/<part>``
+through the runner (resumable by unit). After each part the time spent is compared with the
+plan; when behind, the parts not started are shrunk (or left out) to what is left, and that is
+recorded. ``DIR/profile.json`` holds per model its info, the measured throughput, the budget,
+the plan, what was skipped or left out and why, and each part's planned and spent seconds; the
+same command again resumes from it (the recorded plan, never a new one). ``profile`` returns the
+run directories written; the command line then writes their report to ``DIR/report.html``
+(``ctxlens.cli``: this layer sits below the report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError
+from ctxlens.profile import budget as fitting
+from ctxlens.profile.suite import PARTS, Size, skip_reason
+from ctxlens.runner.plans import duration
+
+RECORD = "profile.json"
+REPORT_SECONDS = 0.05  # share of the budget kept for the report
+PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
+CALIBRATE = 512  # tokens of the forward that re-times a probe that stopped shorter
+RATIO = (0.25, 4.0)  # the spent / planned ratio that rescales the rest is clamped to this range
+
+
+def label(spec: str) -> str:
+    """A folder name for model ``spec``: 'ref:smollm2-135m' -> 'ref-smollm2-135m', a path -> its last part."""
+    name = Path(spec).name if ("/" in spec or "\\" in spec) and Path(spec).exists() else spec
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
+
+
+def check(models: list[str], minutes: float, out: Path) -> dict:
+    """Raise for bad input before anything is written; returns the record already in ``out``."""
+    if not models:
+        raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
+    if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
+        raise CtxlensError(f"--budget must be a positive number of minutes, got {minutes}; e.g. --budget 10.")
+    if out.exists() and not out.is_dir():
+        raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the profile.")
+    try:
+        old = json.loads((out / RECORD).read_text()) if (out / RECORD).is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        raise CtxlensError(f"{out / RECORD} is not a profile record this version can read; use a new --out "
+                           "directory.") from None
+    if old and old.get("budget_minutes") != minutes:
+        raise CtxlensError(f"{out} holds a profile planned for a {old.get('budget_minutes')}-minute budget; run with "
+                           f"--budget {old.get('budget_minutes')} to resume it, or use a new --out directory.")
+    return old
+
+
+@dataclasses.dataclass
+class Profiled:
+    """What a profile wrote: its run directories (``dirs``), the record, and the parts that failed."""
+
+    dirs: list[Path]
+    record: dict
+    failed: int
+
+
+def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
+            model_options: dict | None = None, progress: bool = True, *, clock=time.monotonic, probe=None,
+            runner=None) -> Profiled:
+    """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
+    ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
+    replaceable for tests."""
+    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
+    from ctxlens.lm.info import read_info
+    from ctxlens.runner.execute import LOAD_KEYS, parse_model_options
+
+    out, models = Path(out), list(dict.fromkeys(models))
+    record = check(models, minutes, out)
+    model_options = parse_model_options(model_options or {})
+    read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
+    infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
+    record = {"budget_minutes": minutes, "models": dict(record.get("models") or {})}
+    labels = _labels(models, record)
+    load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
+    failed = 0
+    for spec in models:
+        state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
+        record["models"][spec] = state
+        failed += _profile_one(spec, state, minutes * 60, out, record, load_options, model_options, progress,
+                               clock, probe, runner)
+    return Profiled(run_dirs(out, record), record, failed)
+
+
+def _labels(models: list[str], record: dict) -> dict[str, str]:
+    taken = {m: s["label"] for m, s in record["models"].items()}
+    for spec in models:
+        if spec not in taken:
+            base, n = label(spec), 2
+            name = base
+            while name in taken.values():
+                name, n = f"{base}-{n}", n + 1
+            taken[spec] = name
+    return taken
+
+
+def _profile_one(spec, state, seconds, out, record, load_options, model_options, progress, clock, probe,
+                 runner) -> int:
+    from ctxlens.lm.loading import load
+    from ctxlens.probes.throughput import Throughput, measure
+    from ctxlens.runner.execute import run
+
+    started = clock()
+    lm = load(spec, **load_options)
+    if "parts" not in state:  # a new plan; a resume keeps the recorded one
+        speed = probe(lm) if probe else _calibrated(lm, measure(lm, min(PROBE_MAX, max(PROBE_MIN,
+                                                                                       PROBE_SHARE * seconds))))
+        info = lm.info
+        skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
+        keep = [p for p in PARTS if p.name not in skipped]
+        available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
+        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None)
+        state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
+                     load_average=_load(),
+                     size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
+                     adjustments=[], parts=[_part_record(p, "planned") for p in fit.parts]
+                     + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
+                        for n in fit.left_out])
+        state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
+        _write(out, record)
+    _print_plan(spec, state, seconds)
+    return _run_parts(spec, lm, state, seconds, started, out, record, model_options, progress, clock,
+                      runner or run, Throughput(**state["throughput"]))
+
+
+def _calibrated(lm, speed):
+    """The probe's pace re-timed on one forward of ``CALIBRATE`` tokens when the probe stopped at
+    fewer (on a busy machine it may stop at 32, where the cost of a forward, not of its tokens,
+    sets the pace and every longer input would be estimated far too slow)."""
+    import torch
+
+    n = min(CALIBRATE, lm.info.max_positions or CALIBRATE)
+    if speed.at >= n:
+        return speed
+    ids = torch.randint(0, lm.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))  # [1, n]
+    began = time.perf_counter()
+    with torch.inference_mode():
+        lm.final_hidden(ids)
+    took = time.perf_counter() - began
+    return dataclasses.replace(speed, prefill=n / took, at=n, seconds=speed.seconds + took)
+
+
+def _load() -> list[float] | None:
+    """The machine's 1, 5 and 15-minute load averages (None where the system has none): timings
+    on a shared machine are read with them."""
+    import os
+
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
+def _size_dict(size: Size) -> dict:
+    return {"length": size.length, "scale": round(size.scale, 4), "extrapolate": size.extrapolate,
+            "reduced": sorted(size.reduced), "tokenizer": size.tokenizer}
+
+
+def _part_record(p: fitting.Planned, status: str) -> dict:
+    return {"name": p.name, "experiment": p.experiment, "options": p.options, "model_options": p.model_options,
+            "units": p.units, "tokens": p.tokens, "planned_s": round(p.seconds, 1), "notes": p.notes,
+            "status": status}
+
+
+def _run_parts(spec, lm, state, seconds, started, out, record, model_options, progress, clock, runner,
+               speed) -> int:
+    from ctxlens.lm.info import ModelInfo
+
+    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
+    where = out / state["label"]
+    planned_here = spent_here = 0.0
+    failed = 0
+    ran: set[str] = set()
+    while True:
+        if planned_here > 0:  # after each part: rescale what is left by how the parts so far went
+            ratio = min(RATIO[1], max(RATIO[0], spent_here / planned_here))
+            _recalibrate(state, where, ratio, deadline - clock(), info, speed)
+            _write(out, record)
+        part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
+        if part is None:
+            break
+        ran.add(part["name"])
+        t0 = clock()
+        try:
+            runner(part["experiment"], [spec], where / part["name"], part["options"],
+                   {**model_options, **part["model_options"]}, progress=progress, announce=False, loaded={spec: lm})
+            part.update(status="done", error=None)
+        except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
+            part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
+            failed += 1
+        spent = clock() - t0
+        part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
+        planned_here, spent_here = planned_here + part["planned_s"], spent_here + spent
+        _write(out, record)
+        print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
+              + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
+    state["spent_s"] = round(clock() - started, 1)
+    state["load_average_after"] = _load()
+    _write(out, record)
+    return failed
+
+
+def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, speed) -> None:
+    """Refit the parts not started (no run directory yet, planned or left out by the budget) to the
+    time ``left`` when the parts run so far took ``ratio`` times their plan and what remains would
+    overrun it (shrink) or leave much of it unused (grow); recorded in ``adjustments``."""
+    fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()]
+    need = sum(p["planned_s"] for p in fresh if p["status"] == "planned") * ratio
+    behind = need > fitting.TARGET * max(left, 0.0)
+    ahead = ratio < 0.8 and (need < 0.6 * left or any(p["status"] == "left out" for p in fresh))
+    if not fresh or not (behind or ahead):
+        return
+    size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
+    parts = [p for p in PARTS if p.name in {f["name"] for f in fresh}]
+    fit = fitting.refit(parts, size, info, speed, max(left, 0.0), ratio)
+    kept = {p.name: p for p in fit.parts}
+    before = [(r["name"], r["status"], r["options"]) for r in fresh]
+    for rec in fresh:
+        if rec["name"] in kept:
+            rec.update(_part_record(kept[rec["name"]], "planned"))
+            state["left_out"].pop(rec["name"], None)
+        else:
+            rec["status"] = "left out"
+            state["left_out"][rec["name"]] = fit.left_out.get(rec["name"], "the budget cannot afford it") + (
+                " (refitted to the time left after earlier parts)")
+    if before == [(r["name"], r["status"], r["options"]) for r in fresh]:
+        return
+    note = (f"{'behind' if behind else 'ahead of'} the plan (parts took x{ratio:.2f} their estimate): the "
+            f"{len(fresh)} parts not started refitted to the {duration(left)} left (scale {fit.size.scale:.2f}; "
+            f"planned: {', '.join(kept) or 'none'})")
+    state["adjustments"].append(note)
+    print(f"  {note}", flush=True)
+
+
+def _print_plan(spec: str, state: dict, seconds: float) -> None:
+    from ctxlens.lm.info import ModelInfo
+    from ctxlens.probes.throughput import Throughput
+
+    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    total = sum(p["planned_s"] for p in state["parts"] if p["status"] != "left out")
+    lines = [f"ctxlens profile: {spec} ({info.describe()})",
+             f"  throughput: {Throughput(**state['throughput']).describe()}",
+             f"  budget: {duration(seconds)} for this model; suite planned at about {duration(total)}, "
+             f"L = {state['size']['length']}"]
+    lines += [f"  {note}" for note in state["notes"] + state["adjustments"]]
+    lines.append(f"  {'part':<20} {'lengths':<34} {'sizes':<38} {'units':>5} {'tokens':>10} {'time':>7}")
+    for p in state["parts"]:
+        if p["status"] == "left out":
+            continue
+        lengths = ",".join(map(str, p["options"].get("lengths", [])))
+        lines.append(f"  {p['name']:<20} {lengths[:34]:<34} {_sizes(p['options'])[:38]:<38} {p['units']:>5} "
+                     f"{p['tokens']:>10,} {duration(p['planned_s']):>7}" + (f"  [{p['status']}]" if p["status"] not in
+                                                                           ("planned",) else ""))
+        lines += [f"    {note}" for note in p["notes"]]
+    if not any(p["status"] != "left out" for p in state["parts"]):
+        lines.append("  nothing fits this budget at this machine's pace: raise --budget")
+    lines += [f"  skipped {name}: {why}" for name, why in state["skipped"].items()]
+    lines += [f"  left out {name}: {why}" for name, why in state["left_out"].items()]
+    print("\n".join(lines), flush=True)
+
+
+SIZE_KEYS = ("tasks", "depths", "boundaries", "n_samples", "n_sequences", "n_scored", "n_passkey", "n_draws",
+             "n_queries", "detect_samples")
+
+
+def _sizes(options: dict) -> str:
+    show = {k: len(v) if isinstance(v, list) else v for k, v in options.items() if k in SIZE_KEYS}
+    return " ".join(f"{k.removeprefix('n_')}={v}" for k, v in show.items())
+
+
+def _write(out: Path, record: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{RECORD}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    tmp.replace(out / RECORD)
+
+
+def run_dirs(out: Path, record: dict) -> list[Path]:
+    """The run directories of every model's parts that hold results."""
+    from ctxlens.results import is_run_dir
+
+    dirs = [out / s["label"] / p["name"] for s in record["models"].values() for p in s.get("parts", [])]
+    return [d for d in dirs if d.is_dir() and is_run_dir(d)]

@@ -1,0 +1,208 @@
+"""What ``ctxlens profile`` measures: the parts of the suite, each an existing experiment whose
+sample counts grow with one size knob.
+
+Every part keeps its paper's structure and relates its lengths to the profile's length ``L``
+(the model's training length, or less when the budget caps it; ``ctxlens.profile.budget``):
+
+- retrieval: a single needle at depths x lengths L/8 .. L and beyond (1.5L, 2L), in RULER's wording on
+  its fact-free haystack (``niah_single_1``: the repeated noise sentences), and the core RULER tasks
+  at L/4 .. L (the long-sequence paper, Section 4, Tables 1-3);
+- loss with l visible tokens, l = 4 .. L, fitted with C0 + C / l^gamma, and the intrinsic entropy
+  and dimension of the final features (the intrinsic-entropy paper, Sections 2.2, 4);
+- suffix perplexity given up to 2L of context, ACCS by layer at L/2, L, 2L and by perturbation
+  boundary at L (the geometry paper, Sections 4-5);
+- for RoPE models: pair contributions, dominant dimension vs distance, positional heads and
+  masking the top 5% / 10% of them against at least five random draws (the rope-distance paper,
+  Section 4).
+
+``Size.scale`` in [0, 1] moves every sample count from its floor to its ceiling; ``Size.reduced``
+names parts the budget runs below their statistical floor (intrinsic entropy with fewer samples than
+twice the feature width), which the plan flags. A part that needs what the model lacks (RoPE, a
+tokenizer, residual capture) is planned out with the reason (``skip_reason``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctxlens.lm.info import ModelInfo
+
+CORE_TASKS = (  # RULER's 13 tasks, in the order a small budget keeps them (one of each family first)
+    "niah_single_1", "niah_multikey_1", "vt", "fwe", "qa_1", "niah_single_2", "niah_multivalue", "cwe",
+    "niah_multiquery", "niah_single_3", "niah_multikey_2", "qa_2", "niah_multikey_3")
+BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # as the demo: b_min, 0.5 and 1.0 are what the plateau reads
+MIN_DRAWS = 5  # random-head draws of the masking control: at least five (issue 26)
+SAMPLES_PER_FEATURE = 2  # intrinsic entropy: n >= 2 x d_model
+NEEDLE_BUDGET = 32  # tokens generated per needle prompt: a 7-digit number and some words (as passkey.RULER_BUDGET)
+MIN_TASK_LENGTH = 128  # shorter prompts cannot hold a RULER template
+
+
+@dataclass(frozen=True)
+class Size:
+    """The size of one profile: its length ``length`` (L), the sample knob ``scale`` in [0, 1],
+    whether lengths beyond the model's positions are allowed, the parts run ``reduced``, and
+    whether the model has a tokenizer (head masking scores the passkey only with one)."""
+
+    length: int
+    scale: float
+    extrapolate: bool = False
+    reduced: frozenset[str] = frozenset()
+    tokenizer: bool = True
+
+
+def knob(scale: float, low: int, high: int) -> int:
+    """``low`` at scale 0, ``high`` at scale 1, rounded."""
+    return int(round(low + max(0.0, min(1.0, scale)) * (high - low)))
+
+
+def lengths(size: Size, info: ModelInfo, fractions, floor: int = 1) -> list[int]:
+    """The lengths ``fraction x L`` the model can run (beyond its positions only with
+    ``size.extrapolate``), at least ``floor``, each once, ascending."""
+    out = {int(f * size.length) for f in fractions}
+    return sorted(n for n in out if n >= floor and info.allows(n, size.extrapolate))
+
+
+def spread(count: int, low: float = 0.0, high: float = 100.0) -> list[float]:
+    """``count`` evenly spaced values from ``low`` to ``high`` (both ends included)."""
+    if count <= 1:
+        return [low]
+    return [round(low + i * (high - low) / (count - 1), 1) for i in range(count)]
+
+
+def powers(start: int, top: int) -> list[int]:
+    """start, 2 start, 4 start, ... below ``top``, then ``top``."""
+    out, n = [], start
+    while n < top:
+        out.append(n)
+        n *= 2
+    return [*out, top]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of the suite: run ``experiment`` into ``OUT/<model>/<name>`` with ``options(size, info)``.
+
+    ``factor``: its cost per token against a plain forward (captured states, per-query work), for
+    the estimate; ``drop_order``: parts the budget cannot afford are planned out highest first."""
+
+    name: str
+    experiment: str
+    what: str
+    options: Callable[[Size, ModelInfo], dict]
+    drop_order: int
+    needs_tokenizer: bool = False
+    factor: float = 1.0
+    reducible: bool = False  # can run below its statistical floor (flagged) before it is dropped
+    notes: Callable[[Size, ModelInfo], list[str]] = field(default=lambda size, info: [])
+
+
+def _niah(size: Size, info: ModelInfo) -> dict:
+    return {"task": "niah_single_1", "lengths": lengths(size, info, (1 / 8, 1 / 4, 1 / 2, 1, 1.5, 2), MIN_TASK_LENGTH),
+            "depths": spread(knob(size.scale, 3, 11)), "n_samples": knob(size.scale, 2, 20), "batch_size": 4,
+            "max_new_tokens": NEEDLE_BUDGET}
+
+
+def _ruler(size: Size, info: ModelInfo) -> dict:
+    return {"tasks": list(CORE_TASKS[:knob(size.scale, 5, len(CORE_TASKS))]),
+            "lengths": lengths(size, info, (1 / 4, 1 / 2, 1), MIN_TASK_LENGTH),
+            "n_samples": knob(size.scale, 2, 20), "batch_size": 4}
+
+
+def _loss(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": powers(4, size.length), "n_samples": knob(size.scale, 2, 16),
+            "n_scored": knob(size.scale, 8, 32)}
+
+
+def _suffix_ppl(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": lengths(size, info, (1 / 4, 1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 2, 16),
+            "batch_size": 2}
+
+
+def _accs_layers(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": lengths(size, info, (1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 2, 16),
+            "batch_size": 2}
+
+
+def _accs_boundary(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": lengths(size, info, (1,), 64), "boundaries": BOUNDARIES,
+            "n_sequences": knob(size.scale, 2, 16), "batch_size": 2}
+
+
+def _rope_dims(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": lengths(size, info, (1 / 2, 1, 2)), "n_samples": knob(size.scale, 1, 8)}
+
+
+def _dominant(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": lengths(size, info, (1 / 2, 1, 2)), "n_samples": knob(size.scale, 1, 8),
+            "n_queries": knob(size.scale, 32, 256), "top_k": min(100, size.length // 4)}
+
+
+def _heads(size: Size, info: ModelInfo) -> dict:
+    return {"lengths": [size.length], "n_samples": knob(size.scale, 2, 8), "n_queries": knob(size.scale, 32, 256),
+            "top_k": min(100, size.length // 4), "fractions": [0.05, 0.1]}
+
+
+def _masking(size: Size, info: ModelInfo) -> dict:
+    tasks = ["passkey", "perplexity"] if size.tokenizer else ["perplexity"]
+    return {"lengths": [size.length], "tasks": tasks, "fractions": [0.05, 0.1],
+            "n_draws": knob(size.scale, MIN_DRAWS, 8), "n_passkey": knob(size.scale, 2, 8), "depths": [0.1, 0.5, 0.9],
+            "n_samples": knob(size.scale, 1, 4), "detect_length": size.length,
+            "detect_samples": knob(size.scale, 2, 8), "n_queries": knob(size.scale, 32, 128),
+            "top_k": min(100, size.length // 4)}
+
+
+def entropy_samples(info: ModelInfo, reduced: bool) -> int:
+    """Windows per length of the intrinsic entropy: 2 x d_model (at least 64), a quarter when reduced."""
+    need = max(64, SAMPLES_PER_FEATURE * (info.d_model or 32))
+    return max(16, need // 4) if reduced else need
+
+
+def _entropy(size: Size, info: ModelInfo) -> dict:
+    n = entropy_samples(info, "intrinsic-entropy" in size.reduced)
+    steps = knob(size.scale, 2, 5)  # lengths 16, 64, 256, ... up to L/2
+    found = [16 * 4 ** i for i in range(steps) if 16 * 4 ** i <= max(16, size.length // 2)]
+    return {"lengths": found, "n_samples": n, "kde_samples": min(n, 2048), "batch_tokens": 1 << 14}
+
+
+def _entropy_notes(size: Size, info: ModelInfo) -> list[str]:
+    if "intrinsic-entropy" not in size.reduced:
+        return []
+    return [f"UNDERPOWERED: {entropy_samples(info, True)} windows per length, fewer than {SAMPLES_PER_FEATURE} x "
+            f"d_model = {entropy_samples(info, False)}: the budget cannot afford the full count"]
+
+
+PARTS: tuple[Part, ...] = (
+    Part("niah-depth", "niah-depth", "single needle, depth x length, RULER's wording, fact-free haystack", _niah,
+         drop_order=2, needs_tokenizer=True),
+    Part("ruler", "ruler", "the core RULER tasks at L/4 .. L", _ruler, drop_order=11, needs_tokenizer=True),
+    Part("loss-vs-length", "loss-vs-length", "loss with l visible tokens, l = 4 .. L, and the power-law fit", _loss,
+         drop_order=1),
+    Part("suffix-ppl", "suffix-ppl", "suffix perplexity given up to 2L of context", _suffix_ppl, drop_order=4),
+    Part("accs-layers", "accs-layers", "ACCS by layer at L/2, L and 2L", _accs_layers, drop_order=3, factor=1.3),
+    Part("accs-boundary", "accs-boundary", "ACCS by perturbation boundary at L", _accs_boundary, drop_order=5,
+         factor=1.3),
+    Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=10, factor=2.0),
+    Part("dominant-dimension", "dominant-dimension", "dominant RoPE dimension vs distance", _dominant, drop_order=7,
+         factor=2.5),
+    Part("positional-heads", "positional-heads", "positional heads (Bonferroni over heads)", _heads, drop_order=6,
+         factor=2.5),
+    Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs random draws", _masking,
+         drop_order=9, factor=1.3),
+    Part("intrinsic-entropy", "intrinsic-entropy", "intrinsic entropy and dimension of the final features", _entropy,
+         drop_order=8, reducible=True, notes=_entropy_notes),
+)
+
+
+def skip_reason(part: Part, supports: tuple[str, ...], has_tokenizer: bool) -> str:
+    """Why ``part`` cannot run on a model whose family supports ``supports``; '' when it can."""
+    from ctxlens.experiments.registry import get_experiment
+
+    missing = [n for n in get_experiment(part.experiment).needs if n not in supports]
+    if missing:
+        why = {"rope": "the model has no rotary position embedding (RoPE)",
+               "head_mask": "its attention heads cannot be masked"}
+        return "; ".join(why.get(m, f"its family does not support the '{m}' analysis") for m in missing)
+    if part.needs_tokenizer and not has_tokenizer:
+        return "the model has no tokenizer, so task prompts cannot be written"
+    return ""

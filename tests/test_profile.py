@@ -1,0 +1,177 @@
+"""Issue 26 part 1: ``ctxlens profile`` plans a suite that fits the budget, prints the plan before
+any forward of the suite, plans around what a model cannot do, resumes, and refuses bad input.
+
+Tiny random models stand for real ones; the throughput is a fixed fake (no probe forward) and the
+budget is checked against a fake clock that a fake runner advances by each part's planned time
+times a slowdown, so the budget rules are tested without timing anything."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxlens.cli import main
+from ctxlens.lm.info import ModelInfo
+from ctxlens.probes.throughput import Throughput
+from ctxlens.profile import budget, command, suite
+from ctxlens.profile.command import profile
+
+SPEED = Throughput(prefill=2000.0, at=512, slope=1e-8, decode=20.0, seconds=0.0)  # a small CPU model's pace
+
+
+def _save(path, family: str, **overrides) -> str:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ctxlens.lm.tiny import tiny_config
+    from ctxlens.zoo.tokenizer import byte_tokenizer
+
+    tok = byte_tokenizer()
+    torch.manual_seed(0)
+    ids = {"bos_token_id": tok.eos_token_id, "eos_token_id": tok.eos_token_id, "pad_token_id": tok.eos_token_id}
+    AutoModelForCausalLM.from_config(tiny_config(family, vocab_size=len(tok), **ids, **overrides)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory) -> str:
+    return _save(tmp_path_factory.mktemp("llama") / "m", "llama", max_position_embeddings=1024)
+
+
+@pytest.fixture(scope="module")
+def mamba(tmp_path_factory) -> str:
+    return _save(tmp_path_factory.mktemp("mamba") / "m", "mamba")
+
+
+class FakeRun:
+    """Stands for the runner: creates the run directory, advances the fake clock by the part's
+    planned seconds times ``slow``, and records each call."""
+
+    def __init__(self, slow: float = 1.0):
+        self.now, self.slow, self.calls = 0.0, slow, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, experiment, models, out, options, model_options, **kw):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text("experiment: x\n")
+        record = json.loads((out.parent.parent / command.RECORD).read_text())
+        part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
+        self.now += part["planned_s"] * self.slow
+        self.calls.append((experiment, options))
+
+
+def _fake_profile(spec, minutes, out, slow=1.0):
+    fake = FakeRun(slow)
+    done = profile([spec], minutes, out, progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake)
+    return fake, done
+
+
+@pytest.mark.parametrize("minutes", [2, 10, 30, 120])
+def test_the_fitted_suite_fills_the_budget_without_exceeding_it(minutes):
+    info = ModelInfo("llama", "transformer", "rope", 8192, False, 8192, None, 576)
+    seconds = 60.0 * minutes
+    fit = budget.fit(list(suite.PARTS), info, SPEED, seconds)
+    full = fit.size.scale == 1.0 and fit.size.length == 8192
+    assert fit.seconds <= budget.TARGET * seconds
+    assert full or fit.seconds >= 0.8 * budget.TARGET * seconds  # within 20% of what it aims at
+    if fit.size.length < 8192:
+        assert f"L capped to {fit.size.length} by the budget (training length 8192)" in fit.notes
+    assert all(p.seconds > 0 for p in fit.parts)
+
+
+@pytest.mark.parametrize(("minutes", "slow"), [(3, 1.0), (3, 1.6), (10, 0.5), (10, 1.6)])
+def test_a_profile_meets_its_budget_within_20_percent_even_when_parts_run_slow(llama, tmp_path, minutes, slow):
+    fake, done = _fake_profile(llama, minutes, tmp_path / "p", slow)
+    assert fake.now <= 1.2 * 60 * minutes
+    state = done.record["models"][llama]
+    assert all(p["status"] in ("done", "left out") for p in state["parts"])
+    if slow > 1:  # behind the plan after the first part: what is left was shrunk, and that is recorded
+        assert state["adjustments"] and "behind the plan" in state["adjustments"][0]
+
+
+def test_an_ssm_plans_around_the_rope_parts_and_says_why(mamba, tmp_path, capsys):
+    fake, done = _fake_profile(mamba, 5, tmp_path / "p")
+    state = done.record["models"][mamba]
+    rope_parts = {"rope-dims", "dominant-dimension", "positional-heads", "head-masking"}
+    assert set(state["skipped"]) == rope_parts
+    assert all("no rotary position embedding" in why for why in state["skipped"].values())
+    assert not rope_parts & {e for e, _ in fake.calls} and fake.calls  # the rest ran
+    printed = capsys.readouterr().out
+    assert all(f"skipped {name}: the model has no rotary position embedding" in printed for name in rope_parts)
+    assert json.loads((tmp_path / "p" / "profile.json").read_text())["models"][mamba]["skipped"] == state["skipped"]
+
+
+def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_path, monkeypatch):
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    events: list[str] = []
+    forward, show = LlamaDecoderLayer.forward, command._print_plan
+    monkeypatch.setattr(LlamaDecoderLayer, "forward", lambda self, *a, **k: (events.append("forward"),
+                                                                             forward(self, *a, **k))[1])
+    monkeypatch.setattr(command, "_print_plan", lambda *a: (events.append("plan"), show(*a))[1])
+    small = [p for p in suite.PARTS if p.name in ("loss-vs-length", "suffix-ppl")]
+    monkeypatch.setattr(command, "PARTS", small)
+    done = profile([llama], 0.5, tmp_path / "p", progress=False, probe=lambda lm: SPEED)
+    assert events[0] == "plan" and "forward" in events
+    assert {d.name for d in done.dirs} == {"loss-vs-length", "suffix-ppl"}
+    assert all(p["status"] == "done" for p in done.record["models"][llama]["parts"])
+    events.clear()
+    again = profile([llama], 0.5, tmp_path / "p", progress=False, probe=lambda lm: 1 / 0)  # no new probe either
+    assert events == ["plan"]  # every unit was finished: nothing is computed again
+    assert [p["options"] for p in again.record["models"][llama]["parts"]] == \
+        [p["options"] for p in done.record["models"][llama]["parts"]]  # the recorded plan, not a new one
+
+
+def test_several_models_profile_one_after_another_into_folders_of_their_own(llama, mamba, tmp_path):
+    fake = FakeRun()
+    done = profile([llama, mamba], 2, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake)
+    labels = [done.record["models"][m]["label"] for m in (llama, mamba)]
+    assert len(set(labels)) == 2  # both saved as .../m: the second gets a suffix
+    assert {d.parent.name for d in done.dirs} == set(labels)
+    assert fake.now <= 1.2 * 2 * 60 * 2  # each model its own budget
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["ref:nope"], "Unknown reference model 'nope'"),
+    (["ref:smollm2-135m", "--budget", "0"], "--budget must be a positive number"),
+    (["ref:smollm2-135m", "--budget", "-3"], "--budget must be a positive number"),
+    (["ref:smollm2-135m", "--out", "FILE"], "is a file, not a directory"),
+])
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, args, words):
+    (tmp_path / "FILE").write_text("x")
+    args = [a.replace("FILE", str(tmp_path / "FILE")) for a in args]
+    out = [] if "--out" in args else ["--out", str(tmp_path / "p")]
+    assert main(["profile", *args, *out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "p").exists()
+
+
+def test_positional_heads_bonferroni_column():
+    from ctxlens.experiments.positional_heads import significance
+
+    assert significance(0.001, 20, 0.05) == {"significant": True, "p_bonferroni": pytest.approx(0.02),
+                                             "significant_bonferroni": True}
+    assert significance(0.004, 20, 0.05) == {"significant": True, "p_bonferroni": pytest.approx(0.08),
+                                             "significant_bonferroni": False}
+    assert significance(0.3, 10, 0.05)["p_bonferroni"] == 1.0
+    assert significance(None, 10, 0.05)["significant_bonferroni"] is False
+
+
+def test_loss_vs_length_work_counts_the_windows_it_scores():
+    import torch
+
+    from ctxlens.core.options import make_config
+    from ctxlens.experiments import loss_vs_length as lvl
+
+    config = make_config(lvl.Config, {"lengths": [4, 16], "n_samples": 3, "n_scored": 5})
+    ids = torch.zeros(3, 16 + 5, dtype=torch.long)
+    windows, _ = lvl.scored_windows(ids, 4, 5, 16)  # what a measure unit at l = 4 forwards: [n * K, 4]
+    [w] = lvl.work(config, {"stage": "measure", "length": 4})
+    assert (w.sequences, w.length) == tuple(windows.shape)
+    assert lvl.work(config, {"stage": "fit"}) == []
