@@ -1,0 +1,110 @@
+"""Feedback inside a long unit of work: a token meter and a per-sample checkpoint, both optional.
+
+The runner (``ctxlens.runner.execute``) opens one ``Meter`` per unit and counts the tokens every
+model forward embeds (a hook on the input embedding, so every experiment that runs the model is
+covered without code of its own); while a unit runs longer than ``QUIET`` seconds, the meter
+writes a line every ``EVERY`` seconds: tokens done of the unit's planned tokens (the experiment's
+``work`` hook), tokens per second and the time left at that pace. Updates are rate-limited to a
+clock read per forward, so the inner loops do not slow down, and nothing here touches a row.
+
+The checkpoint is how an experiment keeps finished samples of a unit that may be interrupted:
+``saved()`` gives what an earlier, interrupted attempt of the same unit (same model weights and
+options) stored, and ``save(key, value)`` stores one more, durably, before the next sample
+starts. Without a runner (a probe called from Python) both are no-ops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol
+
+QUIET = 3.0  # seconds a unit runs before its first progress line
+EVERY = 5.0  # seconds between progress lines
+
+clock: Callable[[], float] = time.monotonic  # replaced in tests by a fake clock
+
+
+class Meter:
+    """Tokens done in one unit; writes ``label: done / total tokens, rate, ETA`` lines to ``write``
+    at most every ``every`` seconds, the first once the unit has run ``quiet`` seconds."""
+
+    def __init__(self, label: str, total: int | None, write: Callable[[str], None], quiet: float = QUIET,
+                 every: float = EVERY):
+        self.label, self.total, self.write, self.every = label, total, write, every
+        self.done, self.lines = 0, 0
+        self.start = clock()
+        self.next = self.start + quiet
+
+    def add(self, tokens: int) -> None:
+        self.done += tokens
+        now = clock()
+        if now >= self.next:
+            self.next = now + self.every
+            self.lines += 1
+            self.write(self.line(now))
+
+    def line(self, now: float) -> str:
+        seconds = max(now - self.start, 1e-9)
+        rate = self.done / seconds
+        text = f"  {self.label}: {self.done:,}"
+        if self.total and self.done <= self.total:
+            text += f" / {self.total:,} tokens ({100 * self.done / self.total:.0f}%)"
+            left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 else ""
+        else:
+            text += " tokens" + (f" (planned {self.total:,})" if self.total else "")
+            left = ""
+        return f"{text}, {rate:,.0f} tokens/s{left}, {_duration(seconds)} so far"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Checkpoint(Protocol):
+    """Finished samples of the unit in flight, kept across an interrupt (``runner.partial``)."""
+
+    def saved(self) -> dict[str, str]: ...
+
+    def save(self, key: str, value: str) -> None: ...
+
+
+_METER: ContextVar[Meter | None] = ContextVar("ctxlens_meter", default=None)
+_CHECKPOINT: ContextVar[Checkpoint | None] = ContextVar("ctxlens_checkpoint", default=None)
+
+
+@contextmanager
+def unit(meter: Meter | None, checkpoint: Checkpoint | None = None) -> Iterator[None]:
+    """Make ``meter`` and ``checkpoint`` the current unit's while the block runs."""
+    m, c = _METER.set(meter), _CHECKPOINT.set(checkpoint)
+    try:
+        yield
+    finally:
+        _METER.reset(m)
+        _CHECKPOINT.reset(c)
+
+
+def advance(tokens: int) -> None:
+    """Count ``tokens`` processed by the current unit (nothing when no meter is open)."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.add(tokens)
+
+
+def saved() -> dict[str, str]:
+    """What the current unit's checkpoint holds (key -> value); empty without one."""
+    checkpoint = _CHECKPOINT.get()
+    return checkpoint.saved() if checkpoint is not None else {}
+
+
+def save(key: str, value: str) -> None:
+    """Keep ``value`` under ``key`` for a resumed attempt of the current unit (no-op without one)."""
+    checkpoint = _CHECKPOINT.get()
+    if checkpoint is not None:
+        checkpoint.save(key, value)
