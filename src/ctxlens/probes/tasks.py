@@ -142,6 +142,19 @@ def _sample_key(prompt: list[int], budget: int) -> str:
     return hashlib.sha256(json.dumps([list(map(int, prompt)), int(budget)]).encode()).hexdigest()[:32]
 
 
+def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None) -> tuple[int, int, int]:
+    """(prompts, tokens per prompt, tokens generated in all) a unit of ``task`` at ``length`` plans
+    for the experiments' ``work`` hooks: each prompt fills ``length`` less its budget, or only the
+    visible ``fraction`` of that (``visible-fraction``, ``position-weighted-qa``)."""
+    from ctxlens.tasks import get_task
+
+    new = config.max_new_tokens or get_task(task).budget
+    fill = max(1, length - new)
+    if fraction is not None:
+        fill = max(1, round(fraction * fill))
+    return config.n_samples, fill, config.n_samples * new
+
+
 def visible_ids(ids: list[int], visible: int, keep: int) -> list[int]:
     """The last ``visible`` tokens of ``ids``, keeping its first ``keep`` (BOS) tokens in front."""
     if visible >= len(ids):
