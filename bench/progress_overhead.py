@@ -18,6 +18,7 @@ import statistics
 import time
 
 import torch
+
 import ctxlens.zoo  # noqa: F401 - registers zoo: models
 from ctxlens.core import progress
 from ctxlens.lm.loading import load
