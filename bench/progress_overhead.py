@@ -1,7 +1,7 @@
 """What the progress meter costs: greedy decoding with and without the runner's token counter.
 
 Issue 26 part 4. The runner counts the tokens every forward embeds (a hook on the input embedding,
-``ctxlens.runner.execute._counting``) into the unit's ``Meter`` (``ctxlens.core.progress``). The
+``ctxlens.runner.execute.count_tokens``) into the unit's ``Meter`` (``ctxlens.core.progress``). The
 worst case is many small forwards: token-by-token greedy decoding of a tiny model, where a
 forward takes about a millisecond and the hook runs once per generated token. This script decodes
 the same prompts with ``TransformersBackend`` bare and metered (interleaved, median of repeats)
@@ -22,7 +22,7 @@ import torch
 import ctxlens.zoo  # noqa: F401 - registers zoo: models
 from ctxlens.core import progress
 from ctxlens.lm.loading import load
-from ctxlens.runner.execute import _counting
+from ctxlens.runner.execute import count_tokens
 from ctxlens.tasks.backends import TransformersBackend
 
 TARGET = 1.03
@@ -52,7 +52,7 @@ def main(argv=None) -> list[dict]:
 
     def metered() -> list[str]:
         meter = progress.Meter("bench", args.n * (args.prompt + args.new), lambda line: None, quiet=0.0, every=0.5)
-        with _counting(lm), progress.unit(meter):
+        with count_tokens(lm), progress.unit(meter):
             return backend.generate(prompts, budgets)
 
     same = bare() == metered()  # also the warm-up
@@ -84,7 +84,7 @@ def _hook_seconds(lm, calls: int = 20000) -> float:
     ids = torch.zeros(1, 1, dtype=torch.long)
     meter = progress.Meter("bench", None, lambda line: None, quiet=0.0, every=0.5)
     hooks = embed._forward_hooks
-    with _counting(lm), progress.unit(meter):
+    with count_tokens(lm), progress.unit(meter):
         (hook,) = hooks.values()
         t = time.process_time()
         for _ in range(calls):

@@ -9,6 +9,7 @@ import pytest
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.runner.execute import run
+from ctxlens.runner.store import read_rows
 from ctxlens.tasks.backends import TransformersBackend
 
 NIAH = {"lengths": "512", "depths": "50", "n_samples": 4, "batch_size": 1, "max_new_tokens": 3}
@@ -82,17 +83,24 @@ def _interrupted(tmp_path, monkeypatch, k: int = 2):
     return out, part
 
 
-def test_interrupted_task_unit_resumes_to_the_uninterrupted_rows_decoding_only_the_rest(tmp_path, monkeypatch):
+def test_interrupted_task_unit_resumes_to_the_uninterrupted_rows_decoding_only_the_rest(tmp_path, monkeypatch,
+                                                                                         capsys):
     clean = tmp_path / "clean"
     calls = _decoding(monkeypatch)
     run("niah-depth", ["zoo:random-llama"], clean, NIAH, progress=False)
     assert len(calls) == 4
     out, _ = _interrupted(tmp_path, monkeypatch, k=2)
     calls = _decoding(monkeypatch)
-    run("niah-depth", ["zoo:random-llama"], out, NIAH, progress=False)
+    monkeypatch.setattr(progress, "clock", FakeClock())
+    capsys.readouterr()
+    run("niah-depth", ["zoo:random-llama"], out, NIAH, progress=True, announce=False)
     assert len(calls) == 2  # only the samples the interrupt lost
     assert (out / "results.jsonl").read_bytes() == (clean / "results.jsonl").read_bytes()
     assert not (out / "partial").exists()  # removed when the unit committed
+    rows = read_rows(out)
+    left = 2048 - sum(r["n_tokens"] + r["budget"] for r in rows if r["sample"] in (0, 1))  # the first batches
+    lines = [line for line in capsys.readouterr().err.splitlines() if "tokens/s" in line]
+    assert lines and all(f"/ {left:,} tokens" in line for line in lines)  # the meter plans only what is left
 
 
 def test_a_partial_file_of_other_weights_or_options_is_rebuilt(tmp_path, monkeypatch):

@@ -46,6 +46,11 @@ class Meter:
             self.lines += 1
             self.write(self.line(now))
 
+    def skip(self, tokens: int) -> None:
+        """Take ``tokens`` off the planned total: work an interrupted attempt already did."""
+        if self.total is not None:
+            self.total = max(self.total - tokens, 0)
+
     def line(self, now: float) -> str:
         seconds = max(now - self.start, 1e-9)
         rate = self.done / seconds
@@ -95,6 +100,13 @@ def advance(tokens: int) -> None:
     meter = _METER.get()
     if meter is not None:
         meter.add(tokens)
+
+
+def skip(tokens: int) -> None:
+    """Tell the current unit's meter that ``tokens`` of its plan were done by an earlier attempt."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.skip(tokens)
 
 
 def saved() -> dict[str, str]:

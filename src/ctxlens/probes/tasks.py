@@ -133,6 +133,7 @@ def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budge
     keys = [_sample_key(p, b) for p, b in zip(prompts, budgets)]
     kept = progress.saved()
     done = {i: kept[k] for i, k in enumerate(keys) if k in kept}
+    progress.skip(sum(len(prompts[i]) + budgets[i] for i in done))
     return cache["backend"].generate(prompts, budgets, done=done, on_done=lambda i, text: progress.save(keys[i], text))
 
 

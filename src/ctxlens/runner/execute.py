@@ -269,7 +269,7 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
             _announce(exp, mp, lm, todo, len(mine), extrapolate)
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         listed_now = models[:position + 1]
-        with _counting(lm if exp.loads_model else None):
+        with count_tokens(lm if exp.loads_model else None):
             for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
                 key = RunStore.unit_key(unit)
                 part = partial.PartialUnit(out, key, partial.fingerprint(
@@ -300,7 +300,7 @@ def _meter(exp, config, unit: dict, label: str) -> progress_channel.Meter:
 
 
 @contextmanager
-def _counting(lm):
+def count_tokens(lm):
     """Count the tokens every forward of ``lm`` embeds into the current unit's meter (a hook on
     the input embedding: ``[B, L]`` ids per call, one call per generated token); no-op without a model."""
     embed = getattr(getattr(lm, "model", None), "get_input_embeddings", None)
