@@ -136,3 +136,15 @@ def test_a_partial_file_that_is_not_ours_or_a_link_is_refused_untouched(tmp_path
     os.symlink(tmp_path / "moved", folder)
     with pytest.raises(CtxlensError, match="symbolic link"):
         run("niah-depth", ["zoo:random-llama"], out, NIAH, progress=False)
+
+
+def test_a_partial_file_left_by_a_kill_after_its_commit_is_swept(tmp_path, monkeypatch):
+    from ctxlens.runner import partial
+
+    out, part = _interrupted(tmp_path, monkeypatch)
+    foreign = out / "partial" / "notes.txt"
+    foreign.write_text("mine")
+    monkeypatch.setattr(partial.PartialUnit, "remove", lambda self: None)  # killed right after the commit
+    _decoding(monkeypatch)
+    run("niah-depth", ["zoo:random-llama"], out, NIAH, progress=False)
+    assert not part.exists() and foreign.read_text() == "mine"  # ours swept, a foreign file left alone

@@ -134,7 +134,15 @@ def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budge
     kept = progress.saved()
     done = {i: kept[k] for i, k in enumerate(keys) if k in kept}
     progress.skip(sum(len(prompts[i]) + budgets[i] for i in done))
-    return cache["backend"].generate(prompts, budgets, done=done, on_done=lambda i, text: progress.save(keys[i], text))
+    backend = cache["backend"]
+    local = backend.name == "transformers"  # its forwards feed the meter; a server's answers count here
+
+    def finished(i: int, text: str) -> None:
+        progress.save(keys[i], text)
+        if not local:
+            progress.advance(len(prompts[i]) + budgets[i])
+
+    return backend.generate(prompts, budgets, done=done, on_done=finished)
 
 
 def _sample_key(prompt: list[int], budget: int) -> str:

@@ -283,6 +283,8 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
                     store.commit(key, [{**unit, **columns, **row} for row in rows])
                 part.remove()
         del lm, cache
+    if writer.store is not None:
+        partial.sweep(out, committed_units(out))
     listed = (read_config(out) or {}).get("models") or []
     if writer.store is None and out.is_dir() and set(models) <= set(listed):
         dist.barrier(shard, load_options.get("device"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from ctxlens.core import files
@@ -113,6 +114,30 @@ class PartialUnit:
             self.path.parent.rmdir()
         except OSError:
             pass  # not empty (other units, foreign files) or missing
+
+
+def sweep(directory: Path, committed: set[str]) -> None:
+    """Remove the partial files of units that have committed (a kill between a unit's commit and
+    the removal of its file leaves one); only files named and headed as ours are read or removed."""
+    folder = directory / FOLDER
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if not _NAME.fullmatch(path.name) or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            header = json.loads(files.read_bytes(path).split(b"\n", 1)[0])
+        except (ValueError, CtxlensError):
+            continue
+        if isinstance(header, dict) and header.get("ctxlens_partial") == 1 and header.get("unit") in committed:
+            path.unlink()
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # other units' samples, or files that are not ours
+
+
+_NAME = re.compile(r"[0-9a-f]{40}\.jsonl")
 
 
 def _line(obj: dict) -> bytes:
