@@ -42,6 +42,15 @@ def test_meter_lines_state_tokens_rate_and_time_left():
         progress.clock = saved
     assert lines == ["  unit 1/1: 500 / 1,000 tokens (50%), 100 tokens/s, about 5 s left, 5 s so far"]
 
+    clock = iter([0.0, 4.0])
+    progress.clock = lambda: next(clock)
+    try:
+        meter = progress.Meter("unit 2/3", None, lines.append)
+        meter.at(2, 10, "training steps")  # t=4: 0.5 steps/s, 8 steps left -> 16 s
+    finally:
+        progress.clock = saved
+    assert lines[-1] == "  unit 2/3: 2 / 10 training steps (20%), 0.5 steps/s, about 16 s left, 4 s so far"
+
 
 def test_progress_lines_for_a_slow_unit_none_without_progress_and_same_rows(tmp_path, monkeypatch, capsys):
     run("niah-depth", ["zoo:random-llama"], tmp_path / "fast", NIAH, progress=True, announce=False)

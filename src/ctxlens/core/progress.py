@@ -34,12 +34,20 @@ class Meter:
     def __init__(self, label: str, total: int | None, write: Callable[[str], None], quiet: float = QUIET,
                  every: float = EVERY):
         self.label, self.total, self.write, self.every = label, total, write, every
-        self.done, self.lines = 0, 0
+        self.done, self.lines, self.what = 0, 0, "tokens"
         self.start = clock()
         self.next = self.start + quiet
 
     def add(self, tokens: int) -> None:
         self.done += tokens
+        self._tick()
+
+    def at(self, done: int, total: int | None, what: str) -> None:
+        """Count in other units than tokens (``what``: 'training steps'), ``done`` of ``total`` so far."""
+        self.done, self.total, self.what = done, total, what
+        self._tick()
+
+    def _tick(self) -> None:
         now = clock()
         if now >= self.next:
             self.next = now + self.every
@@ -54,14 +62,15 @@ class Meter:
     def line(self, now: float) -> str:
         seconds = max(now - self.start, 1e-9)
         rate = self.done / seconds
-        text = f"  {self.label}: {self.done:,}"
+        text, what = f"  {self.label}: {self.done:,}", self.what
         if self.total and self.done <= self.total:
-            text += f" / {self.total:,} tokens ({100 * self.done / self.total:.0f}%)"
+            text += f" / {self.total:,} {what} ({100 * self.done / self.total:.0f}%)"
             left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 else ""
         else:
-            text += " tokens" + (f" (planned {self.total:,})" if self.total else "")
+            text += f" {what}" + (f" (planned {self.total:,})" if self.total else "")
             left = ""
-        return f"{text}, {rate:,.0f} tokens/s{left}, {_duration(seconds)} so far"
+        pace = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+        return f"{text}, {pace} {what.split()[-1]}/s{left}, {_duration(seconds)} so far"
 
 
 def _duration(seconds: float) -> str:
@@ -107,6 +116,13 @@ def skip(tokens: int) -> None:
     meter = _METER.get()
     if meter is not None:
         meter.skip(tokens)
+
+
+def at(done: int, total: int | None, what: str) -> None:
+    """Report ``done`` of ``total`` ``what`` (a loop that is not counted in tokens: 'training steps')."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.at(done, total, what)
 
 
 def saved() -> dict[str, str]:
