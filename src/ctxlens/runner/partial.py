@@ -107,8 +107,8 @@ class PartialUnit:
         self.entries = entries
 
     def remove(self) -> None:
-        """Delete the file (its unit has committed) and the folder once empty."""
-        if self.path.is_file() and not self.path.is_symlink():
+        """Delete the file (its unit has committed; only a file headed as ours) and the folder once empty."""
+        if _ours(self.path):
             self.path.unlink()
         try:
             self.path.parent.rmdir()
@@ -123,13 +123,7 @@ def sweep(directory: Path, committed: set[str]) -> None:
     if folder.is_symlink() or not folder.is_dir():
         return
     for path in folder.iterdir():
-        if not _NAME.fullmatch(path.name) or path.is_symlink() or not path.is_file():
-            continue
-        try:
-            header = json.loads(files.read_bytes(path).split(b"\n", 1)[0])
-        except (ValueError, CtxlensError):
-            continue
-        if isinstance(header, dict) and header.get("ctxlens_partial") == 1 and header.get("unit") in committed:
+        if _NAME.fullmatch(path.name) and (_ours(path) or {}).get("unit") in committed:
             path.unlink()
     try:
         folder.rmdir()
@@ -138,6 +132,17 @@ def sweep(directory: Path, committed: set[str]) -> None:
 
 
 _NAME = re.compile(r"[0-9a-f]{40}\.jsonl")
+
+
+def _ours(path: Path) -> dict | None:
+    """The header of ``path`` when it is a regular file (not a link) headed as a partial-unit file, else None."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        header = json.loads(files.read_bytes(path).split(b"\n", 1)[0])
+    except (ValueError, CtxlensError):
+        return None
+    return header if isinstance(header, dict) and header.get("ctxlens_partial") == 1 else None
 
 
 def _line(obj: dict) -> bytes:
