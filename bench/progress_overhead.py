@@ -1,9 +1,10 @@
 """What the progress meter costs: greedy decoding with and without the runner's token counter.
 
-Issue 26 part 4. The runner counts the tokens every forward embeds (a hook on the input embedding,
-``ctxlens.runner.execute.count_tokens``) into the unit's ``Meter`` (``ctxlens.core.progress``). The
-worst case is many small forwards: token-by-token greedy decoding of a tiny model, where a
-forward takes about a millisecond and the hook runs once per generated token. This script decodes
+Issue 26 part 4. The runner counts the tokens every forward runs (hooks on the input embedding
+and on each decoder layer, ``ctxlens.runner.execute.count_tokens``) into the unit's ``Meter``
+(``ctxlens.core.progress``). The worst case is many small forwards: token-by-token greedy
+decoding of a tiny model, where a forward takes about a millisecond and the hooks run once per
+generated token. This script decodes
 the same prompts with ``TransformersBackend`` bare and metered (interleaved, median of repeats)
 and prints the time ratio (target: at most 1.03) and whether the answers are identical.
 
@@ -78,17 +79,18 @@ def main(argv=None) -> list[dict]:
              "value": per_call * forwards / mb, "target": "<= 0.01", "ok": per_call * forwards / mb <= 0.01}]
 
 
-def _hook_seconds(lm, calls: int = 20000) -> float:
-    """Seconds one forward spends in the counting hook and the meter (an embedding of one token)."""
+def _hook_seconds(lm, calls: int = 5000) -> float:
+    """Seconds one forward spends in the counting hooks and the meter (the embedding's, then every layer's)."""
     embed = lm.model.get_input_embeddings()
     ids = torch.zeros(1, 1, dtype=torch.long)
     meter = progress.Meter("bench", None, lambda line: None, quiet=0.0, every=0.5)
-    hooks = embed._forward_hooks
     with count_tokens(lm), progress.unit(meter):
-        (hook,) = hooks.values()
+        hooks = [(embed, h) for h in embed._forward_hooks.values()]
+        hooks += [(layer, h) for layer in lm.layers for h in layer._forward_hooks.values()]
         t = time.process_time()
         for _ in range(calls):
-            hook(embed, (ids,), None)
+            for module, hook in hooks:
+                hook(module, (ids,), None)
         return (time.process_time() - t) / calls
 
 

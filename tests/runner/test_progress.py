@@ -157,3 +157,21 @@ def test_a_partial_file_left_by_a_kill_after_its_commit_is_swept(tmp_path, monke
     _decoding(monkeypatch)
     run("niah-depth", ["zoo:random-llama"], out, NIAH, progress=False)
     assert not part.exists() and foreign.read_text() == "mine"  # ours swept, a foreign file left alone
+
+
+def test_a_forward_counts_its_tokens_layer_by_layer():
+    import torch
+
+    import ctxlens.zoo  # noqa: F401 - registers zoo: models
+    from ctxlens.lm.loading import load
+    from ctxlens.runner.execute import count_tokens
+
+    lm = load("zoo:random-llama")
+    meter, seen = progress.Meter("unit", None, lambda line: None), []
+    with count_tokens(lm), progress.unit(meter):
+        probe = lm.layers[0].register_forward_hook(lambda *_: seen.append(meter.done))  # after the counter's
+        with torch.inference_mode():
+            lm.model(torch.zeros(2, 48, dtype=torch.long))  # [B=2, L=48]
+        probe.remove()
+    assert seen == [pytest.approx(96 / lm.n_layers)] and meter.done == pytest.approx(96)
+    assert not lm.layers[0]._forward_hooks  # the counter's hooks are gone after the block

@@ -1,11 +1,13 @@
 """Feedback inside a long unit of work: a token meter and a per-sample checkpoint, both optional.
 
 The runner (``ctxlens.runner.execute``) opens one ``Meter`` per unit and counts the tokens every
-model forward embeds (a hook on the input embedding, so every experiment that runs the model is
-covered without code of its own); while a unit runs longer than ``QUIET`` seconds, the meter
-writes a line every ``EVERY`` seconds: tokens done of the unit's planned tokens (the experiment's
-``work`` hook), tokens per second and the time left at that pace. Updates are rate-limited to a
-clock read per forward, so the inner loops do not slow down, and nothing here touches a row.
+model forward runs (hooks on the input embedding and on each decoder layer, so every experiment
+that runs the model is covered without code of its own, and a long prefill moves layer by
+layer). While a unit runs longer than ``QUIET`` seconds, the meter writes a line every ``EVERY``
+seconds: tokens done of the unit's planned tokens (the experiment's ``work`` hook), tokens per
+second and the time left at that pace; training loops report steps instead (``at``). Updates
+are rate-limited to a clock read per call, so the inner loops do not slow down, and nothing here
+touches a row.
 
 The checkpoint is how an experiment keeps finished samples of a unit that may be interrupted:
 ``saved()`` gives what an earlier, interrupted attempt of the same unit (same model weights and
@@ -34,11 +36,12 @@ class Meter:
     def __init__(self, label: str, total: int | None, write: Callable[[str], None], quiet: float = QUIET,
                  every: float = EVERY):
         self.label, self.total, self.write, self.every = label, total, write, every
-        self.done, self.lines, self.what = 0, 0, "tokens"
+        self.done: float = 0
+        self.lines, self.what = 0, "tokens"
         self.start = clock()
         self.next = self.start + quiet
 
-    def add(self, tokens: int) -> None:
+    def add(self, tokens: float) -> None:
         self.done += tokens
         self._tick()
 
@@ -62,7 +65,7 @@ class Meter:
     def line(self, now: float) -> str:
         seconds = max(now - self.start, 1e-9)
         rate = self.done / seconds
-        text, what = f"  {self.label}: {self.done:,}", self.what
+        text, what = f"  {self.label}: {self.done:,.0f}", self.what
         if self.total and self.done <= self.total:
             text += f" / {self.total:,} {what} ({100 * self.done / self.total:.0f}%)"
             left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 else ""
@@ -104,7 +107,7 @@ def unit(meter: Meter | None, checkpoint: Checkpoint | None = None) -> Iterator[
         _CHECKPOINT.reset(c)
 
 
-def advance(tokens: int) -> None:
+def advance(tokens: float) -> None:
     """Count ``tokens`` processed by the current unit (nothing when no meter is open)."""
     meter = _METER.get()
     if meter is not None:

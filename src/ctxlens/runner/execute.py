@@ -303,21 +303,31 @@ def _meter(exp, config, unit: dict, label: str) -> progress_channel.Meter:
 
 @contextmanager
 def count_tokens(lm):
-    """Count the tokens every forward of ``lm`` embeds into the current unit's meter (a hook on
-    the input embedding: ``[B, L]`` ids per call, one call per generated token); no-op without a model."""
+    """Count the tokens every forward of ``lm`` runs into the current unit's meter: the input
+    embedding sees ``[B, L]`` ids per call (one call per generated token), and each of the
+    ``n_layers`` decoder layers then adds ``B * L / n_layers``, so a long prefill (one forward)
+    moves the meter as it goes; without decoder layers the embedding adds all. No-op without a model."""
     embed = getattr(getattr(lm, "model", None), "get_input_embeddings", None)
     module = embed() if callable(embed) else None
-    handle = (module.register_forward_hook(lambda _m, args, _out: progress_channel.advance(_numel(args)))
-              if module is not None else None)
+    layers = list(getattr(lm, "layers", None) or [])
+    share = [0.0]  # the tokens of the forward in flight, per layer
+
+    def embedded(_m, args, _out) -> None:
+        n = int(args[0].numel()) if args and hasattr(args[0], "numel") else 0
+        if layers:
+            share[0] = n / len(layers)
+        else:
+            progress_channel.advance(n)
+
+    handles = [module.register_forward_hook(embedded)] if module is not None else []
+    if handles:
+        handles += [layer.register_forward_hook(lambda _m, _a, _o: progress_channel.advance(share[0]))
+                    for layer in layers]
     try:
         yield
     finally:
-        if handle is not None:
+        for handle in handles:
             handle.remove()
-
-
-def _numel(args: tuple) -> int:
-    return int(args[0].numel()) if args and hasattr(args[0], "numel") else 0
 
 
 def _announce(exp, mp, lm, todo, n_units, extrapolate) -> None:
