@@ -381,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ctxlens: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("ctxlens: interrupted; finished units are saved, run the same command again to resume.", file=sys.stderr)
+        print("ctxlens: interrupted; finished units (and finished samples of task units) are saved, run the same "
+              "command again to resume.", file=sys.stderr)
         return 130
     return 0
 

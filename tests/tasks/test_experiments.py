@@ -48,6 +48,7 @@ def test_niah_depth_and_format_record_target_and_realised_depth(tmp_path):
     formats = {(h, v) for h in ("essay", "repeat") for v in ("numbers", "uuids")}
     assert {(r["haystack"], r["value"]) for r in fmt} == formats
     _check_sample_rows(fmt, 768)
+    _check_planned_tokens("niah-format", fmt, lengths="768", values="numbers,uuids", depths="50")
 
 
 def test_visible_fraction_and_position_weighted_qa_truncate_on_the_left(tmp_path):
@@ -58,6 +59,23 @@ def test_visible_fraction_and_position_weighted_qa_truncate_on_the_left(tmp_path
     assert {(r["task"], r["fraction"]) for r in rows} == {(t, f) for t in ("fwe", "qa_1") for f in (0.25, 1.0)}
     pw = _run("position-weighted-qa", tmp_path, max_length=1024, gammas="0,4", fractions="0.5")
     assert {r["gamma"] for r in pw} == {0.0, 4.0} and all(r["to_end"] > 0 for r in pw)
+    _check_planned_tokens("visible-fraction", rows, tasks="fwe,qa_1", max_length=1024, fractions="0.25,1.0")
+    _check_planned_tokens("position-weighted-qa", pw, max_length=1024, gammas="0,4", fractions="0.5")
+
+
+def _check_planned_tokens(name: str, rows: list[dict], **options) -> None:
+    """The ``work`` hook's tokens (the plan and the progress meter's total) against the rows: the
+    prompts' visible tokens (at most the planned, prompts fill up to their length) and the budgets."""
+    from ctxlens.runner.plans import unit_work
+
+    exp = get_experiment(name)
+    config = make_config(exp.Config, {**FAST, **options})
+    for unit in exp.plan(config):
+        mine = [r for r in rows if all(r[k] == v for k, v in unit.items())]
+        (work,) = unit_work(exp, config, unit)
+        assert work.sequences == len(mine) == config.n_samples
+        assert 0.9 * work.prompt_tokens <= sum(r["visible"] for r in mine) <= work.prompt_tokens
+        assert work.new_tokens == sum(r["budget"] for r in mine)
 
 
 @pytest.mark.parametrize("family", ["mamba2", "bamba"])

@@ -12,9 +12,9 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
-from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
 Haystack = typing.Literal["essay", "repeat", "needle"]
@@ -49,8 +49,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    return [Work(*planned(config, "niah_single_2", unit["length"]))]
+
+
 register(Experiment(
-    "niah-format", Config, plan, run, doc=summary(__doc__),
+    "niah-format", Config, plan, run, doc=summary(__doc__), work=work,
     paper="long-sequence", section="Table 4",
     smoke=Smoke({"lengths": [512], "depths": [0, 100], "values": ["numbers", "words"], "n_samples": 1,
                  "max_new_tokens": 6}, unmeasured="generation task"),

@@ -14,9 +14,9 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.options import NonNegativeFloat, PositiveFraction, PositiveInt, option
-from ctxlens.experiments.base import Experiment
+from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, flagged, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
 
@@ -47,8 +47,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch, visible)
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
+
+
 register(Experiment(
-    "position-weighted-qa", Config, plan, run, doc=summary(__doc__),
+    "position-weighted-qa", Config, plan, run, doc=summary(__doc__), work=work,
     paper="intrinsic-entropy", section="Appendix A.1, Figures 8-9",
     smoke=Smoke({"max_length": 1024, "gammas": [0, 2], "fractions": [0.5, 1.0], "n_samples": 2,
                  "max_new_tokens": 6}, unmeasured="generation task"),

@@ -9,8 +9,11 @@ for fitted task prompts; every experiment does that the same way, here. One row 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
+from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.tasks import RULER_TASKS
@@ -121,11 +124,44 @@ def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra:
 
 
 def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budgets: list[int]) -> list[str]:
+    """Greedy answers of ``prompts``; in a run, each batch's answers are checkpointed as it finishes
+    and answers an interrupted attempt of the unit kept are not decoded again (``core.progress``)."""
     if "backend" not in cache:
         cache["backend"] = backend_for(lm, config.backend, batch_size=config.batch_size,
                                        tensor_parallel=config.tensor_parallel, api_base=config.api_base,
                                        api_model=config.api_model, share_prefix=config.share_prefix)
-    return cache["backend"].generate(prompts, budgets)
+    keys = [_sample_key(p, b) for p, b in zip(prompts, budgets)]
+    kept = progress.saved()
+    done = {i: kept[k] for i, k in enumerate(keys) if k in kept}
+    progress.skip(sum(len(prompts[i]) + budgets[i] for i in done))
+    backend = cache["backend"]
+    local = backend.name == "transformers"  # its forwards feed the meter; a server's answers count here
+
+    def finished(i: int, text: str) -> None:
+        progress.save(keys[i], text)
+        if not local:
+            progress.advance(len(prompts[i]) + budgets[i])
+
+    return backend.generate(prompts, budgets, done=done, on_done=finished)
+
+
+def _sample_key(prompt: list[int], budget: int) -> str:
+    """What a checkpointed answer is kept under: greedy decoding makes it a function of the prompt
+    ids and the budget (the model and options are the checkpoint's own fingerprint)."""
+    return hashlib.sha256(json.dumps([list(map(int, prompt)), int(budget)]).encode()).hexdigest()[:32]
+
+
+def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None) -> tuple[int, int, int]:
+    """(prompts, tokens per prompt, tokens generated in all) a unit of ``task`` at ``length`` plans
+    for the experiments' ``work`` hooks: each prompt fills ``length`` less its budget, or only the
+    visible ``fraction`` of that (``visible-fraction``, ``position-weighted-qa``)."""
+    from ctxlens.tasks import get_task
+
+    new = config.max_new_tokens or get_task(task).budget
+    fill = max(1, length - new)
+    if fraction is not None:
+        fill = max(1, round(fraction * fill))
+    return config.n_samples, fill, config.n_samples * new
 
 
 def visible_ids(ids: list[int], visible: int, keep: int) -> list[int]:

@@ -3,14 +3,19 @@
 Units already committed (by this or any other writer of the directory) are skipped; a model is
 loaded only when it has unfinished units. Under ``torchrun`` each rank runs its share of the
 units into its own log pair (``ctxlens.runner.dist``). Each finished unit's rows are committed
-together (``RunStore.commit``), so a killed run loses at most the unit in flight.
+together (``RunStore.commit``), so a killed run loses at most the unit in flight -- and of that,
+only the samples not yet checkpointed: experiments that can (the task experiments, per decoded
+sample) keep finished samples in ``partial/`` (``ctxlens.runner.partial``) and skip them on resume.
+While a unit runs, the tokens every forward embeds feed a meter that prints tokens done, tokens/s
+and the time left once a unit takes more than a few seconds (``ctxlens.core.progress``).
 
 No half-made run directory (issue 22 part 8). Before loading anything the run only reads: the
 experiment's options, and the ``config.yaml`` already in ``out`` (a different run there is an
 error). The directory is created or repaired, and ``config.yaml`` / ``env.json`` written, at the
 first commit, i.e. once a model has loaded, passed the experiment's needs and finished its first
-unit. So a model that fails to load (bad spec, unknown family, missing file, ...) or a first unit
-that fails leaves no directory where there was none, and an existing one byte-identical.
+unit, or saved its first checkpointed sample. So a model that fails to load (bad spec, unknown
+family, missing file, ...) or a first unit that fails before any sample finishes leaves no
+directory where there was none, and an existing one byte-identical.
 
 ``config.yaml`` lists the models whose rows the directory may hold: those it listed before, then
 each model of this run up to the one about to commit its first rows (earlier ones are finished
@@ -23,18 +28,21 @@ list, and ranks walk the models in the same order, so ranks of a sharded run agr
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import sys
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ctxlens.core import progress as progress_channel
 from ctxlens.core.env import environment
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
-from ctxlens.runner import dist, lock, plans
+from ctxlens.runner import dist, lock, partial, plans
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
 
 log = logging.getLogger(__name__)
@@ -117,6 +125,10 @@ class _Writer:
         if first and self.shard.rank == 0:
             self.store.write_env(environment(self.device))
         return self.store
+
+    def ensure(self, models: Sequence[str]) -> RunStore:
+        """The store, opened (``open``) if this process has not opened it yet."""
+        return self.store if self.store is not None else self.open(models)
 
     def _record(self, models: Sequence[str]) -> None:
         """Make config.yaml list ``models`` after the ones it lists already; rewritten only on a change."""
@@ -260,13 +272,23 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
         if announce:
             _announce(exp, mp, lm, todo, len(mine), extrapolate)
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
-        for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
-            rows = exp.run(lm, mp.config, unit, cache)
-            store = writer.open(models[:position + 1]) if n == 0 else writer.store
-            if RunStore.unit_key(unit) in store.done():
-                continue  # another writer committed it while this one computed (it has since finished)
-            store.commit(RunStore.unit_key(unit), [{**unit, **columns, **row} for row in rows])
+        listed_now = models[:position + 1]
+        with count_tokens(lm if exp.loads_model else None):
+            for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
+                key = RunStore.unit_key(unit)
+                part = partial.PartialUnit(out, key, partial.fingerprint(
+                    key, writer.fingerprints.get(spec), [dataclasses.asdict(mp.config), model_options, columns]),
+                    functools.partial(writer.ensure, listed_now))
+                meter = _meter(exp, mp.config, unit, f"unit {n + 1}/{len(todo)}") if progress else None
+                with progress_channel.unit(meter, part):
+                    rows = exp.run(lm, mp.config, unit, cache)
+                store = writer.open(listed_now) if n == 0 else writer.store
+                if key not in store.done():  # else another writer committed it while this one computed
+                    store.commit(key, [{**unit, **columns, **row} for row in rows])
+                part.remove()
         del lm, cache
+    if writer.store is not None:
+        partial.sweep(out, committed_units(out))
     listed = (read_config(out) or {}).get("models") or []
     if writer.store is None and out.is_dir() and set(models) <= set(listed):
         dist.barrier(shard, load_options.get("device"))
@@ -274,6 +296,42 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
     store = writer.open(models)  # every model is finished or committed: the config lists them all
     dist.barrier(shard, load_options.get("device"))
     return store
+
+
+def _meter(exp, config, unit: dict, label: str) -> progress_channel.Meter:
+    """The unit's token meter: its total from the experiment's ``work`` hook (None: not known)."""
+    works = plans.unit_work(exp, config, unit)
+    total = sum(w.prompt_tokens + w.new_tokens for w in works) if works else None
+    return progress_channel.Meter(label, total, lambda line: tqdm.write(line, file=sys.stderr))
+
+
+@contextmanager
+def count_tokens(lm):
+    """Count the tokens every forward of ``lm`` runs into the current unit's meter: the input
+    embedding sees ``[B, L]`` ids per call (one call per generated token), and each of the
+    ``n_layers`` decoder layers then adds ``B * L / n_layers``, so a long prefill (one forward)
+    moves the meter as it goes; without decoder layers the embedding adds all. No-op without a model."""
+    embed = getattr(getattr(lm, "model", None), "get_input_embeddings", None)
+    module = embed() if callable(embed) else None
+    layers = list(getattr(lm, "layers", None) or [])
+    share = [0.0]  # the tokens of the forward in flight, per layer
+
+    def embedded(_m, args, _out) -> None:
+        n = int(args[0].numel()) if args and hasattr(args[0], "numel") else 0
+        if layers:
+            share[0] = n / len(layers)
+        else:
+            progress_channel.advance(n)
+
+    handles = [module.register_forward_hook(embedded)] if module is not None else []
+    if handles:
+        handles += [layer.register_forward_hook(lambda _m, _a, _o: progress_channel.advance(share[0]))
+                    for layer in layers]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _announce(exp, mp, lm, todo, n_units, extrapolate) -> None:

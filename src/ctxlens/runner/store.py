@@ -198,7 +198,10 @@ def check_ours(directory: str | os.PathLike) -> None:
     for name in names:
         if _OURS.fullmatch(name):
             files.refuse_link_or_special(directory / name)
-    foreign = [n for n in names if not _OURS.fullmatch(n)]
+        elif name == "partial" and (directory / name).is_symlink():  # samples of units in flight (runner.partial)
+            raise CtxlensError(f"{directory / name} is a symbolic link; ctxlens never reads or writes run files "
+                               "through links, so remove it or use a new directory.")
+    foreign = [n for n in names if not _OURS.fullmatch(n) and n != "partial"]
     if foreign and not any(_RUN_FILES.fullmatch(n) for n in names):
         raise CtxlensError(f"{directory} holds files but is not a ctxlens run directory; pass a new or empty "
                            "--out directory.")

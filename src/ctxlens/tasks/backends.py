@@ -25,7 +25,7 @@ import typing
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.prefix_cache import copied, prefill, reuse_problem
@@ -72,15 +72,22 @@ class TransformersBackend:
             self.no_sharing = reuse_problem(self.lm)
         return not self.no_sharing
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
+                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
+        """Greedy answers of ``prompts``; those in ``done`` (index -> answer, from an interrupted
+        attempt) are taken as given, and ``on_done(index, answer)`` hears of each batch as it
+        finishes. Batches are formed as without ``done`` when it holds whole batches, as an
+        interrupted attempt leaves it (``ctxlens.runner.partial``)."""
         import torch
         from transformers import GenerationConfig
 
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        done = done or {}
         for i, (p, b) in enumerate(zip(prompts, budgets)):
-            groups[(len(p), int(b))].append(i)
+            if i not in done:
+                groups[(len(p), int(b))].append(i)
         shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
-        out: list[str] = [""] * len(prompts)
+        out: list[str] = [done.get(i, "") for i in range(len(prompts))]
         pad = self.lm.tokenizer.pad_token_id
         pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
         for (length, budget), members in groups.items():
@@ -101,6 +108,8 @@ class TransformersBackend:
                                                  generation_config=config, **kwargs)  # [B, L + new]
                 for i, row in zip(chunk, gen[:, length:].tolist()):
                     out[i] = self._decode(row)
+                for i in chunk if on_done is not None else ():
+                    on_done(i, out[i])
         return out
 
     def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:
@@ -144,12 +153,20 @@ class VLLMBackend:
         self._vllm = vllm
         self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel, max_model_len=max_model_len, **kwargs)
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
-        params = [self._vllm.SamplingParams(temperature=0.0, max_tokens=int(b), skip_special_tokens=True)
-                  for b in budgets]
-        inputs = [{"prompt_token_ids": list(p)} for p in prompts]
-        outs = self.llm.generate(inputs, params, use_tqdm=False)
-        return [o.outputs[0].text for o in outs]
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
+                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
+        done = done or {}
+        todo = [i for i in range(len(prompts)) if i not in done]
+        params = [self._vllm.SamplingParams(temperature=0.0, max_tokens=int(budgets[i]), skip_special_tokens=True)
+                  for i in todo]
+        inputs = [{"prompt_token_ids": list(prompts[i])} for i in todo]
+        outs = self.llm.generate(inputs, params, use_tqdm=False) if todo else []
+        out = [done.get(i, "") for i in range(len(prompts))]
+        for i, o in zip(todo, outs):
+            out[i] = o.outputs[0].text
+            if on_done is not None:
+                on_done(i, out[i])
+        return out
 
 
 class OpenAIBackend:
@@ -167,8 +184,14 @@ class OpenAIBackend:
         self.model, self.tokenizer, self.send, self.timeout = model, tokenizer, send, timeout
         self.key = os.environ.get(api_key_env, "")
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int]) -> list[str]:
-        return [self._one(p, b) for p, b in zip(prompts, budgets)]
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
+                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
+        done, out = done or {}, []
+        for i, (p, b) in enumerate(zip(prompts, budgets)):
+            out.append(done[i] if i in done else self._one(p, b))
+            if on_done is not None and i not in done:
+                on_done(i, out[i])
+        return out
 
     def _one(self, ids: Sequence[int], budget: int) -> str:
         prompt = list(ids) if self.send == "ids" else self.tokenizer.decode(list(ids))

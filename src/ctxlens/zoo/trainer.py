@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from ctxlens.core import progress
+
 Batch = dict[str, torch.Tensor]
 
 
@@ -138,6 +140,7 @@ def train(
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         step += 1
+        progress.at(step, cfg.steps, "training steps")
         if val and (step % cfg.eval_every == 0 or step == cfg.steps):
             v = evaluate(model, val, loss_fn, device, autocast)
             row = {"step": step, "train_loss": float(loss.detach()), "val_loss": v, "lr": lr_at(step - 1, cfg)}
