@@ -41,12 +41,15 @@ from ctxlens.findings.intrinsic_entropy import (
     optimal_context_grows,
 )
 from ctxlens.findings.long_sequence import lost_in_the_middle, retrieval_collapses
+from ctxlens.findings.models import ZOO_INFO, info_for, keys_of, recorded_infos
 from ctxlens.findings.rope_distance import positional_heads_matter
-from ctxlens.findings.verdicts import CONTROL, TRAIN_LENGTH, ZOO_NAMES, Rows
+from ctxlens.findings.verdicts import CONTROL, TRAIN_LENGTH, ZOO_NAMES, Models, Rows
 
 __all__ = [
     "CONTROL",
     "FINDINGS",
+    "ZOO_INFO",
+    "Models",
     "TRAIN_LENGTH",
     "ZOO_NAMES",
     "Rows",
@@ -77,6 +80,8 @@ FINDINGS = (
     (ce_linear_in_dimension_parity, ("parity-dimension",)),
     (positional_heads_matter, ("positional-heads", "head-masking")),
 )
+# The experiments whose rows findings read per model (the others train their own models).
+PER_MODEL_EXPERIMENTS = {e for _, exps in FINDINGS for e in exps} - {"optimal-context", "parity-dimension"}
 
 
 def recorded_train_length(rows: Iterable[dict], specs: Iterable[str]) -> int:
@@ -87,26 +92,52 @@ def recorded_train_length(rows: Iterable[dict], specs: Iterable[str]) -> int:
     return found.pop() if len(found) == 1 else TRAIN_LENGTH
 
 
+def _specs(rows: list[dict], infos: dict[str, dict], controls: dict[str, str]) -> dict[str, str]:
+    """{key: spec} of the models the rows measure (zoo specs keyed by their zoo name), controls left
+    out; when any zoo model is among them, the zoo names not there too (as ``zoo:NAME``, "no rows")."""
+    read = {r.get("model") for r in rows if r.get("experiment") in PER_MODEL_EXPERIMENTS}
+    specs = [s for s in dict.fromkeys([*sorted(str(m) for m in read if m), *infos])
+             if s not in set(controls.values())]
+    found = keys_of(specs)
+    if any(k in ZOO_NAMES for k in found):
+        found = {**{n: f"zoo:{n}" for n in ZOO_NAMES}, **found}
+    return found
+
+
 def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[str, str] | None = None,
-                     train_length: int | None = None, failures: dict[str, str] | None = None) -> list[dict]:
+                     train_length: int | None = None, failures: dict[str, str] | None = None,
+                     infos: dict[str, dict] | None = None) -> list[dict]:
     """The findings table from run directories (or folders of them, or a list of rows).
 
-    ``models``: {zoo name: model spec as in the rows} (default ``zoo:NAME`` for every zoo name);
-    ``controls``: {zoo name: spec of its untrained copy}; ``train_length``: default what the rows
-    record (``recorded_train_length``); ``failures``: {experiment: error} of runs that failed, added
-    to the note of every finding that reads them."""
+    ``models``: {key: model spec as in the rows}, a key being a zoo name or any label (default:
+    every model the rows measure, a zoo spec keyed by its zoo name); ``controls``: {key: spec of
+    its untrained copy}; ``train_length``: one training length for every model (default: each
+    model's recorded one, else what the rows record, ``recorded_train_length``); ``failures``:
+    {experiment: error} of runs that failed, added to the note of every finding that reads them;
+    ``infos``: {spec: ModelInfo dict}, added to what the runs' ``config.yaml`` record
+    (``ctxlens.findings.models``). A finding applies to the models its rule admits, by kind,
+    position encoding and training length; to a zoo name without a record, as the zoo's model."""
+    recorded: dict[str, dict] = {}
     if isinstance(runs, list) and all(isinstance(r, dict) for r in runs):
         rows = runs
     else:
         from ctxlens.results import read_runs
 
-        rows = [r for run in read_runs(runs) for r in run.rows]
-    models = {n: f"zoo:{n}" for n in ZOO_NAMES} if models is None else dict(models)
-    if train_length is None:
-        train_length = recorded_train_length(rows, models.values())
+        read = read_runs(runs)
+        rows, recorded = [r for run in read for r in run.rows], recorded_infos(read)
+    recorded.update(infos or {})
+    controls = dict(controls or {})
+    given = dict(models) if models is not None else _specs(rows, recorded, controls)
+    default = recorded_train_length(rows, given.values())
+    table = Models(given, {k: info_for(k, s, recorded) for k, s in given.items()},
+                   recorded=[k for k, s in given.items() if s in recorded],
+                   absent=[n for n in ZOO_NAMES if n not in given] if any(k in ZOO_NAMES for k in given) else (),
+                   default=default, override=train_length)
+    for name in table.absent:
+        table.infos[name] = ZOO_INFO[name]
     grouped, out = Rows(rows), []
     for finding, experiments in FINDINGS:
-        row = finding(grouped, models, dict(controls or {}), train_length)
+        row = finding(grouped, table, controls, default if train_length is None else train_length)
         failed = [f"the {e} run failed ({(failures or {})[e]})" for e in experiments if e in (failures or {})]
         if failed:
             row["note"] = "; ".join([*failed, row["note"]] if row["note"] else failed)
