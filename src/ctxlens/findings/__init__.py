@@ -110,7 +110,8 @@ def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[
     """The findings table from run directories (or folders of them, or a list of rows).
 
     ``models``: {key: model spec as in the rows}, a key being a zoo name or any label (default:
-    every model the rows measure, a zoo spec keyed by its zoo name); ``controls``: {key: spec of
+    every model the rows measure, a zoo spec keyed by its zoo name); a mapping of zoo names only
+    is the zoo, and the zoo names it lacks are "not trained"; ``controls``: {key: spec of
     its untrained copy}; ``train_length``: one training length for every model (default: each
     model's recorded one, else what the rows record, ``recorded_train_length``); ``failures``:
     {experiment: error} of runs that failed, added to the note of every finding that reads them;
@@ -131,7 +132,7 @@ def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[
     default = recorded_train_length(rows, given.values())
     table = Models(given, {k: info_for(k, s, recorded) for k, s in given.items()},
                    recorded=[k for k, s in given.items() if s in recorded],
-                   absent=[n for n in ZOO_NAMES if n not in given] if any(k in ZOO_NAMES for k in given) else (),
+                   absent=[n for n in ZOO_NAMES if n not in given] if set(given) <= set(ZOO_NAMES) else (),
                    default=default, override=train_length)
     for name in table.absent:
         table.infos[name] = ZOO_INFO[name]

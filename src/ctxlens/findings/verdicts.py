@@ -77,12 +77,14 @@ class Models(dict):
 
 
 def as_models(models: dict[str, str]) -> Models:
-    """``models`` as ``Models`` (a plain {zoo name: spec} mapping: each described as the zoo's model)."""
+    """``models`` as ``Models``: a plain {zoo name: spec} mapping is the zoo, each model described as
+    the zoo's and the zoo names it lacks not trained."""
     if isinstance(models, Models):
         return models
     from ctxlens.findings.models import ZOO_INFO
 
-    return Models(models, {k: ZOO_INFO.get(k) for k in models})
+    return Models(models, {k: ZOO_INFO.get(k) for k in [*models, *ZOO_NAMES]},
+                  absent=[n for n in ZOO_NAMES if n not in models])
 
 
 def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], str | None], models: dict[str, str],
