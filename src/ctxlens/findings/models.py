@@ -79,21 +79,26 @@ def describe(info: dict) -> str:
 
 
 # ------------------------------------------------------------------------------- rules
+def _kind(info: dict) -> str:
+    return {"ssm": "an SSM", "recurrent": "a recurrent model", "hybrid": "a hybrid", "transformer": "a Transformer"
+            }.get(str(info.get("kind")), "a model of unknown kind")
+
+
 def any_model(info: dict) -> str | None:
-    """Every architecture (the long-sequence paper tests Transformers, SSMs, linear RNNs and hybrids)"""
+    """Every architecture (the long-sequence paper tests Transformers, SSMs, linear RNNs and hybrids)."""
     return None if info.get("kind") else "its architecture kind is not known"
 
 
 def rope_transformer(info: dict) -> str | None:
-    """Attention with RoPE (the geometry paper's GPT+RoPE; local/global RoPE transformers included)."""
+    """RoPE Transformers (the geometry paper's GPT+RoPE; local/global RoPE Transformers included)."""
     if info.get("kind") != "transformer":
-        return f"a {info.get('kind') or 'model of unknown kind'}, not a Transformer"
+        return f"{_kind(info)}, not a Transformer"
     return None if info.get("position") == "rope" else f"a Transformer with {info.get('position')} positions, not RoPE"
 
 
 def has_rope(info: dict) -> str | None:
     """Any model whose attention heads rotate by RoPE (Transformers and hybrids with RoPE attention)."""
-    return None if info.get("position") == "rope" else f"no RoPE ({info.get('position') or 'unknown'} positions)"
+    return None if info.get("position") == "rope" else f"no RoPE: {info.get('position') or 'unknown'} positions"
 
 
 def local_model(info: dict) -> str | None:
@@ -102,12 +107,12 @@ def local_model(info: dict) -> str | None:
         return None
     if info.get("kind") == "transformer" and info.get("position") == "alibi":
         return None
-    return f"a {describe(info)} model: neither recurrent nor ALiBi"
+    return f"{describe(info)}: neither recurrent nor ALiBi"
 
 
 def recurrent_hybrid(info: dict) -> str | None:
     """Hybrids of recurrence and attention (Griffin, HybridMamba in the geometry paper)."""
-    return None if info.get("kind") == "hybrid" else f"a {describe(info)} model, not a recurrent/attention hybrid"
+    return None if info.get("kind") == "hybrid" else f"{describe(info)}: not a recurrent/attention hybrid"
 
 
 def reaches(multiple: int) -> Rule:

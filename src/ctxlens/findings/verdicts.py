@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")  # the models findings are about, by name
 TRAIN_LENGTH = 512  # the zoo recipe's training context in bytes, when the rows record none (tests keep them equal)
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
+APPLIES = "applies to"  # column: the models a finding is about, by kind, position encoding and length
 NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
 
 PAPERS = {
@@ -110,23 +111,24 @@ def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], st
         measured[label] = f"{text} -> {_word(ok)}"
         if control is not None:
             controls[label] = control(key)
-    applies = f"applies to: {(rule.__doc__ or '').strip().splitlines()[0].rstrip('.')}" if rule.__doc__ else ""
-    notes = [applies] if applies else []
-    if inapplicable:
-        notes.append("not applicable to " + ", ".join(inapplicable))
+    scope = {APPLIES: (rule.__doc__ or "").strip().splitlines()[0].rstrip(".") if rule.__doc__ else "-"}
+    tail = ["not applicable to " + ", ".join(inapplicable)] if inapplicable else []
     if not verdicts:
         if not absent:
-            return _row(finding, paper, expected, "-", "not applicable", [], "; ".join(notes))
+            return _row(finding, paper, expected, "-", "not applicable", [], "; ".join(tail), **scope)
         return _row(finding, paper, expected, "-", "not measured", [], "; ".join(
-            [f"not measured: {why_missing}; missing " + ", ".join(absent), *notes]))
+            [f"not measured: {why_missing}; missing " + ", ".join(absent), *tail]), **scope)
+    notes = []
     undecided = [k for k, v in verdicts.items() if v is None]
     if undecided:
         notes.append("undecided on " + ", ".join(models.label(k) for k in undecided)
                      + " (nothing to test; see measured)")
     if absent:
         notes.append("not measured on " + ", ".join(absent))
+    notes += tail
     status = _status(list(verdicts.values()))
-    extra = {CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None else {}
+    extra = {**scope, **({CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None
+                         else {})}
     return _row(finding, paper, expected, measured, status, [models.label(k) for k in verdicts], "; ".join(notes),
                 **extra)
 
