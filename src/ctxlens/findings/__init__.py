@@ -3,23 +3,28 @@
 ``compute_findings(runs, models=..., controls=...)`` reads run directories (or folders of them)
 and returns the findings table that opens the report (``ctxlens.report.findings``): one row per
 finding with ``finding``, ``paper``, ``expected``, ``measured``, ``status`` (reproduced | not
-reproduced | undecided | not measured) and the extra columns ``models`` and ``note`` (and
-``untrained control`` for the ACCS findings). One small function per finding, in one module per
-paper (``geometry``, ``intrinsic_entropy``, ``long_sequence``, ``rope_distance``, named as in
-``ctxlens.core.papers``; the shared row and verdict rules in ``verdicts``); each docstring
-names the paper section and the criterion, and every criterion was fixed before any zoo model was measured:
+reproduced | undecided | not measured | not applicable) and the extra columns ``models``,
+``note`` and ``applies to`` (and ``untrained control`` for the ACCS findings). One small
+function per finding, in one module per paper (``geometry``, ``intrinsic_entropy``,
+``long_sequence``, ``rope_distance``, named as in ``ctxlens.core.papers``; the shared row and
+verdict rules in ``verdicts``); each docstring names the paper section and the criterion, and
+every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional
   Heads criteria those of ``ctxlens.findings.positional`` (reused as they are);
 - the others are stated in their docstrings, with the numbers of the paper they come from.
 
-A finding is measured on the zoo models it is about (``models``: zoo name -> model spec, the
-spec being what the rows' ``model`` column holds). It is "reproduced" when its criterion holds
-on every such model that was measured, "not reproduced" when it fails on one, "undecided" when
-it fails on none but some model shows nothing to test (e.g. it retrieves nothing at all, so no
-drop can be seen; the note says which), and "not measured" when none of its models or runs is
-there (the note says which and why). Models that were not measured are listed in the note, so
-a partial check is visible.
+A finding is measured on the models it applies to, by what each model is, not by its name: its
+architecture kind, position encoding and training length (the ``applies to`` column; the rules
+and the run's record of each model, ``config.yaml``'s ``model_info``, are in
+``ctxlens.findings.models``; a zoo name without a record is the zoo's model, trained at 512
+bytes). It is "reproduced" when its criterion holds on every such model that was measured, "not
+reproduced" when it fails on one, "undecided" when it fails on none but some model shows nothing
+to test (e.g. it retrieves nothing at all, so no drop can be seen; the note says which), "not
+measured" when none of its models has rows (the note says which and why), and "not applicable"
+when it applies to none of the models (the note says why for each). Models that were not
+measured are listed in the note, so a partial check is visible. The context-use card
+(``ctxlens.findings.card``) reads the same rows, one column per model.
 An untrained copy of a zoo model (``controls``: zoo name -> spec) is a control: a pattern that
 the untrained control shows as well says little about what training taught; it never changes
 the status, it is shown beside it.
