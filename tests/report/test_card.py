@@ -69,6 +69,9 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
     means = {n: np.mean([np.mean([r["score"] for r in rows["ruler"] if r["task"] == t and r["length"] == n])
                          for t in ("niah_single_1", "vt")]) for n in (128, 256)}
     assert means == {128: 95.0, 256: 75.0} and card["effective_length"].value == 128
+    ses = [np.std([r["score"] for r in rows["ruler"] if r["task"] == t and r["length"] == 128], ddof=1) / 2
+           for t in ("niah_single_1", "vt")]
+    assert math.isclose(card["effective_length"].numbers["se"], math.hypot(*ses) / 2)
     assert card["effective_length"].verdict.startswith("below L")
     # retrieval at L vs 2L: pooled accuracy over depths, and the pooled z
     acc = {n: np.mean([r["score"] > 0 for r in rows["niah-depth"] if r["length"] == n]) for n in (L, 2 * L)}

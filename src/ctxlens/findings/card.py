@@ -121,7 +121,8 @@ def effective(rows: list[dict], model: str, L: int, threshold: float) -> Line:
         m = sum(s) / len(s)
         means.append(m)
         ses.append(math.sqrt(sum((x - m) ** 2 for x in s) / (len(s) - 1) / len(s)) if len(s) > 1 else float("nan"))
-    mean, se = sum(means) / len(means), math.sqrt(sum(x * x for x in ses)) / len(ses)
+    mean = sum(means) / len(means)
+    se = None if any(math.isnan(x) for x in ses) else math.sqrt(sum(x * x for x in ses)) / len(ses)
     text = (f"{eff} tokens" if eff is not None else "none") + f" (L = {L})"
     unc = f"task-set score {mean:.1f} ± {_n(se)} (SE) at {at}"
     verdict = ("reaches L" if eff is not None and eff >= L else "below L, as RULER finds for most models")
