@@ -14,7 +14,7 @@ length (its recorded ``ModelInfo``, ``ctxlens.findings.models``). Uncertainties,
 
 "Usable context" is the length beyond which the fitted C0 + C / l^gamma gains less than
 ``USABLE_GAIN`` nats per doubling: C / l^gamma - C / (2l)^gamma < 0.01, i.e.
-l* = (C (1 - 2^-gamma) / 0.01)^(1 / gamma) (the intrinsic-entropy paper, Section 2.2, Eq. 1).
+l* = (C (1 - 2^-gamma) / 0.01)^(1 / gamma) (the intrinsic-entropy paper, Section 2.2.2, Eq. 3, Figure 2).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ QUESTIONS = {  # key: (question, paper, expectation)
                      "lower at 2L than at L (one-sided z > 1.645)"),
     "middle_dip": ("lost in the middle (at L)", PAPERS["002"] + ", Table 2",
                    "depths 0 and 100 pooled above depths 40-60 (one-sided z > 1.645)"),
-    "loss_fit": ("CE vs context: C0 + C / l^gamma", PAPERS["001"] + ", Section 2.2",
+    "loss_fit": ("CE vs context: C0 + C / l^gamma", PAPERS["001"] + ", Section 2.2.2, Eq. 3, Figure 2",
                  "CE falls with context: C > 0, gamma > 0"),
-    "usable_context": ("usable context", PAPERS["001"] + ", Section 2.2",
+    "usable_context": ("usable context", PAPERS["001"] + ", Section 2.2.2, Eq. 3, Figure 2",
                        f"the fit gains less than {USABLE_GAIN} nats per doubling beyond it"),
     "ppl_2l": ("suffix perplexity with 2L vs L of context", PAPERS["000"] + ", Section 5; " + PAPERS["002"],
                "no gain beyond the training length: perplexity at 2L not below that at L"),
