@@ -195,3 +195,17 @@ def test_card_opens_the_report_and_escapes_row_values(tmp_path):
     assert "RULER effective length" in card and "not applicable" not in card
     assert card.count("<img") == 1  # the depth x length heatmap beside it (no loss-vs-length run here)
     assert report.findings and {f["status"] for f in report.findings} >= {"reproduced"}
+
+
+def test_card_says_what_a_model_cannot_have():
+    from ctxlens.findings.card import compute_card
+
+    rows = [{"model": m, "experiment": exp, **r} for m in ("ssm", "gpt") for exp, rs in _rows().items() for r in rs]
+    infos = {"ssm": FAMILIES["ssm"], "gpt": FAMILIES["learned"]}
+    got = compute_card(rows, infos, {"ssm": L, "gpt": L})
+    card = {m: {line.key: line for line in lines} for m, lines in got.items()}
+    for key in ("positional_heads", "masking_effect"):
+        assert card["ssm"][key].text == "not applicable: no RoPE: none positions" and card["ssm"][key].value is None
+        assert card["gpt"][key].text == "not applicable: no RoPE: learned positions"
+    assert card["gpt"]["retrieval_2l"].text.startswith("not applicable: learned positions end at 256 tokens")
+    assert card["ssm"]["retrieval_2l"].value is not None and card["ssm"]["accs_depth"].value is not None
