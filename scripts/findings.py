@@ -4,7 +4,7 @@ Measure with ``ctxlens run`` (or ``ctxlens demo``, which also runs the untrained
 check the findings on the rows; the criteria and the verdicts are those of ``ctxlens.findings``
 alone. The JSON written to ``--out`` opens a report: ``ctxlens report RUN ... --findings OUT``.
 
-    python scripts/findings.py runs/ --out findings.json                          # the zoo as zoo:NAME
+    python scripts/findings.py runs/ --out findings.json                          # every model the runs hold
     python scripts/findings.py runs/ --model rope=path/to/checkpoint --control rope=runs/untrained-rope
 """
 
@@ -29,12 +29,13 @@ def main(argv=None) -> list[dict]:
     p.add_argument("runs", nargs="+", help="run directories, or folders of them")
     p.add_argument("--out", default=None, help="JSON file to write (a findings list for `ctxlens report --findings`)")
     p.add_argument("--model", action="append", default=[], metavar="NAME=SPEC",
-                   help=f"model spec the rows hold for zoo name NAME (default zoo:NAME for {', '.join(ZOO_NAMES)})")
+                   help="model spec the rows hold for zoo name NAME (then zoo:NAME for the other zoo names: "
+                        f"{', '.join(ZOO_NAMES)}); default: every model the runs hold, by its recorded kind")
     p.add_argument("--control", action="append", default=[], metavar="NAME=SPEC",
                    help="model spec of NAME's untrained copy (the findings' untrained control)")
     p.add_argument("--train-length", type=int, default=None, help="default: what the rows record")
     a = p.parse_args(argv)
-    models = {**{n: f"zoo:{n}" for n in ZOO_NAMES}, **_pairs(a.model, "--model")}
+    models = {**{n: f"zoo:{n}" for n in ZOO_NAMES}, **_pairs(a.model, "--model")} if a.model else None
     table = compute_findings(a.runs, models=models, controls=_pairs(a.control, "--control"),
                              train_length=a.train_length)
     for f in table:

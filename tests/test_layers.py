@@ -28,7 +28,7 @@ LAYERS = {
     "data": "lm",
     "metrics": "lm",
     "lm": "",
-    "report": "rows",  # reads rows only
+    "report": "findings rows",  # reads rows only (and computes the findings and the card from them)
     "findings": "rows",  # reads rows only
     "rows": "",  # the torch-free row readers and row-level summaries (MODULE_LAYERS)
     "core": "",

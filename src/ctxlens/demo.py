@@ -194,9 +194,10 @@ def demo(out: str | Path = "ctxlens-demo", quick: bool = False, models: dict[str
     findings = compute_findings(runs, models=models, controls=controls, failures=failures)
     (out / "findings.json").write_text(json.dumps({"findings": findings, "models": models, "controls": controls,
                                                     "quick": quick, "steps": log}, indent=1, default=str) + "\n")
-    report = build_report(runs, out / "report.html", findings=findings, title="ctxlens demo")
+    report = build_report(runs, out / "report.html", findings=findings, title="ctxlens demo",
+                          card_models=list(models.values()))  # the card: the zoo models, not their controls
     counts = {s: sum(f["status"] == s for f in findings) for s in STATUSES}
-    print("\nfindings: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    print("\nfindings: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != "not applicable"))
     for f in findings:
         print(f"  {f['status']:<15} {f['finding']}")
     failed = sum(len(r.get("errors", {})) for r in log)

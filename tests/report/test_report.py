@@ -293,7 +293,9 @@ def test_page_is_self_contained_and_opens_with_the_findings(full_report):
     tags = parser.tags
     assert not [t for t, _ in tags if t in ("script", "link", "iframe", "object", "embed")]
     imgs = [a["src"] for t, a in tags if t == "img"]
-    assert len(imgs) == sum(p.fig is not None for _, p in full_report.panels)
+    beside = sum(1 for s in full_report.sections if s.experiment in ("niah-depth", "loss-vs-length")
+                 and s.panels and s.panels[0].fig is not None)  # the card's figures, drawn again beside it
+    assert len(imgs) == sum(p.fig is not None for _, p in full_report.panels) + beside
     assert all(src.startswith("data:image/png;base64,") for src in imgs)
     for _, attrs in tags:
         for key, value in attrs.items():
@@ -301,9 +303,9 @@ def test_page_is_self_contained_and_opens_with_the_findings(full_report):
             assert not str(value).lower().startswith(("http:", "https:", "javascript:", "//"))
     csp = [a for t, a in tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"]
     assert csp and "default-src 'none'" in csp[0]["content"]
-    order = [html.index(f'id="{i}"') for i in ("findings", "warnings", "x-accs-layers", "runs")]
+    order = [html.index(f'id="{i}"') for i in ("card", "findings", "warnings", "x-accs-layers", "runs")]
     assert order == sorted(order)
-    findings = html[order[0]:order[1]]
+    findings = html[order[1]:order[2]]
     for cls in ("status reproduced", "status not-reproduced", "status not-measured"):
         assert f'class="{cls}"' in findings
     assert "ACCS falls with depth" in findings and "1 reproduced, 1 not reproduced, 1 not measured" in findings

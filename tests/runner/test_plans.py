@@ -143,6 +143,8 @@ def test_the_plan_prints_before_any_forward_and_the_run_records_and_resumes(llam
     assert any("estimate: about" in e for e in events[first:])
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert saved["resolved"] == {llama8k: {"n_samples": 512}} and "n_samples" not in saved["options"]
+    info = saved["model_info"][llama8k]  # what the model is, for the torch-free findings
+    assert (info["kind"], info["position"], info["train_length"]) == ("transformer", "rope", 8192)
 
     monkeypatch.setattr("ctxlens.runner.execute._ready", lambda *a: pytest.fail("loaded a finished run"))
     monkeypatch.setattr(plans, "read_info", lambda *a, **k: pytest.fail("read the model of a finished run"))

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, _verdicts
+from ctxlens.findings.models import local_model, recurrent_hybrid, rope_transformer
+from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, _verdicts, as_models
 
 
 def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -21,16 +22,19 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
     """The geometry paper, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
     training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_trend``): Spearman
     correlation between layer index and ACCS is negative and the last layer's ACCS is below the
-    first layer's; residual stream, at the longest measured length <= the training length."""
-    def trend(spec: str | None):
-        got = [r for r in rows.of("accs-layers", spec) if r.get("length", 0) <= train_length]
+    first layer's; residual stream, at the longest measured length <= the model's training length.
+    Applies to RoPE Transformers."""
+    models = as_models(models)
+
+    def trend(spec: str | None, limit: int):
+        got = [r for r in rows.of("accs-layers", spec) if r.get("length", 0) <= limit]
         if not got:
             return None
         length = max(r["length"] for r in got)
         return length, depth_trend([r for r in got if r["length"] == length])
 
     def check(name: str):
-        got = trend(models.get(name))
+        got = trend(models.get(name), models.length(name))
         if got is None:
             return None
         length, t = got
@@ -38,12 +42,12 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
                 f"{_num(t.get('first'))}, last {_num(t.get('last'))}"), t["reproduced"]
 
     def control(name: str) -> str:
-        got = trend(controls.get(name))
+        got = trend(controls.get(name), models.length(name))
         return "not run" if got is None else _shows(got[1]["reproduced"])
 
     return _verdicts("ACCS falls with layer depth", f"{PAPERS['000']}, Section 4, Figure 1",
                      "spearman(layer, ACCS) < 0 and ACCS(last layer) < ACCS(first layer), within the training length",
-                     ["rope"], models, check, "accs-layers on zoo:rope", control)
+                     rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
 
 
 def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[int], bool]):
@@ -62,14 +66,20 @@ def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[
     return "; ".join(parts), ok
 
 
-def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str], finding: str, names: list[str],
-                     want: bool, expected: str, lengths: Callable[[int], bool], where: str) -> dict:
+def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str], finding: str, rule,
+                     want: bool, expected: str, lengths: Callable[[int, int], bool], where: str) -> dict:
+    """``lengths(length, the model's training length)``: the lengths a model is checked at."""
+    models = as_models(models)
+
+    def within(name: str) -> Callable[[int], bool]:
+        return lambda n: lengths(n, models.length(name))
+
     def control(name: str) -> str:
-        got = _plateau_check(rows, controls.get(name), want, lengths)
+        got = _plateau_check(rows, controls.get(name), want, within(name))
         return "not run" if got is None else _shows(got[1])
 
-    return _verdicts(finding, f"{PAPERS['000']}, Section 5.2, Figure 4, Table 4", expected, names, models,
-                     lambda n: _plateau_check(rows, models.get(n), want, lengths), where, control)
+    return _verdicts(finding, f"{PAPERS['000']}, Section 5.2, Figure 4, Table 4", expected, rule, models,
+                     lambda n: _plateau_check(rows, models.get(n), want, within(n)), where, control)
 
 
 _RATIO = (f"plateau ratio (ACCS(b_min) - ACCS({FAR_BOUNDARY})) / (ACCS(b_min) - ACCS(1.0)), last layer, "
@@ -84,8 +94,8 @@ def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
     plateau ratio is below 0.25 (between the paper's two groups in Table 4) at every measured
     length; undecided when ACCS does not drop at all."""
     return _plateau_finding(rows, models, controls, "recurrent and ALiBi models plateau on distant perturbations",
-                            ["mamba2", "mlstm", "alibi"], True, f"{_RATIO} < {PLATEAU_THRESHOLD}",
-                            lambda n: True, "accs-boundary on zoo:mamba2, zoo:mlstm, zoo:alibi")
+                            local_model, True, f"{_RATIO} < {PLATEAU_THRESHOLD}",
+                            lambda n, t: True, "accs-boundary on a recurrent or ALiBi model")
 
 
 def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -94,8 +104,8 @@ def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, st
     the whole prefix: ACCS falls steadily as the shuffle grows, no plateau (``accs-boundary``).
     Criterion: the plateau ratio is 0.25 or more at every measured length."""
     return _plateau_finding(rows, models, controls, "hybrids contextualise the whole prefix (no plateau)",
-                            ["griffin", "hybrid"], False, f"{_RATIO} >= {PLATEAU_THRESHOLD}",
-                            lambda n: True, "accs-boundary on zoo:griffin, zoo:hybrid")
+                            recurrent_hybrid, False, f"{_RATIO} >= {PLATEAU_THRESHOLD}",
+                            lambda n, t: True, "accs-boundary on a recurrent/attention hybrid")
 
 
 def rope_no_plateau_beyond_training(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -104,5 +114,5 @@ def rope_no_plateau_beyond_training(rows: Rows, models: dict[str, str], controls
     prefix, like the hybrids (``accs-boundary`` at lengths above the training length).
     Criterion: the plateau ratio is 0.25 or more at every measured length > the training length."""
     return _plateau_finding(rows, models, controls, "RoPE beyond its training length uses the whole prefix",
-                            ["rope"], False, f"{_RATIO} >= {PLATEAU_THRESHOLD} beyond the training length",
-                            lambda n: n > train_length, f"accs-boundary on zoo:rope beyond {train_length} tokens")
+                            rope_transformer, False, f"{_RATIO} >= {PLATEAU_THRESHOLD} beyond the training length",
+                            lambda n, t: n > t, "accs-boundary on a RoPE Transformer beyond its training length")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, ZOO_NAMES, Rows, _num, _verdicts
+from ctxlens.findings.models import any_model, reaches
+from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _verdicts, as_models
 
 Z_ONE_SIDED_05 = 1.6448536269514722  # one-sided 5% critical value of the standard normal
 MIDDLE_DEPTHS = (40.0, 60.0)  # "the middle" of the long-sequence paper Table 2: depths 40, 50 and 60 %
@@ -40,21 +41,23 @@ def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, 
     for all eight models; ratios 0 to 0.86). ``niah-depth`` at the training length T and 2T.
     Criterion: the needle accuracy pooled over depths is lower at 2T than at T and the drop is
     significant (one-sided two-proportion z-test, z > 1.645, i.e. p < 0.05); undecided when
-    nothing is retrieved at T."""
+    nothing is retrieved at T. Applies to every architecture whose positions reach 2T."""
+    models = as_models(models)
+
     def check(name: str):
-        got = rows.of("niah-depth", models.get(name))
-        at, beyond = _scores(got, length=train_length), _scores(got, length=2 * train_length)
+        got, t = rows.of("niah-depth", models.get(name)), models.length(name)
+        at, beyond = _scores(got, length=t), _scores(got, length=2 * t)
         if not at or not beyond:
             return None
         p1, p2, z = _proportion_drop(at, beyond)
         ok = None if p1 == 0 else bool(z is not None and z > Z_ONE_SIDED_05)
-        return (f"accuracy {p1:.2f} at {train_length} (n={len(at)}), {p2:.2f} at {2 * train_length} "
+        return (f"accuracy {p1:.2f} at {t} (n={len(at)}), {p2:.2f} at {2 * t} "
                 f"(n={len(beyond)}), z = {_num(z)}"), ok
 
     return _verdicts("retrieval collapses beyond the training length", f"{PAPERS['002']}, Section 4, Tables 1-3",
                      f"needle accuracy at 2x the training length significantly below that at the training length "
-                     f"(one-sided z > {Z_ONE_SIDED_05:.3f})", ZOO_NAMES, models, check,
-                     f"niah-depth at {train_length} and {2 * train_length} tokens")
+                     f"(one-sided z > {Z_ONE_SIDED_05:.3f})", reaches(2), models, check,
+                     "niah-depth at the training length and twice it")
 
 
 def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -65,11 +68,12 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
     ``niah-depth`` at the training length. Criterion: the accuracy at depth 0 and at depth 100
     are each above the middle's (depths 40-60 pooled), and the ends pooled exceed the middle
     significantly (one-sided two-proportion z-test, z > 1.645); undecided when nothing is
-    retrieved at any of those depths."""
+    retrieved at any of those depths. Applies to every architecture."""
     lo, hi = MIDDLE_DEPTHS
+    models = as_models(models)
 
     def check(name: str):
-        got = [r for r in rows.of("niah-depth", models.get(name)) if r.get("length") == train_length]
+        got = [r for r in rows.of("niah-depth", models.get(name)) if r.get("length") == models.length(name)]
         start, end = _scores(got, depth=0.0), _scores(got, depth=100.0)
         middle = [s for r in got if r.get("depth") is not None and lo <= r["depth"] <= hi for s in _scores([r])]
         if not start or not end or not middle:
@@ -85,5 +89,5 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
 
     return _verdicts("lost in the middle", f"{PAPERS['002']}, Section 4, Table 2",
                      f"at the training length, accuracy at depths 0 and 100 each above depths {lo:g}-{hi:g}, "
-                     "ends significantly above the middle", ZOO_NAMES, models, check,
-                     f"niah-depth at {train_length} tokens with depths 0, 40-60 and 100")
+                     "ends significantly above the middle", any_model, models, check,
+                     "niah-depth at the training length with depths 0, 40-60 and 100")

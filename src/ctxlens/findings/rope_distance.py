@@ -9,6 +9,7 @@ masking the top ones hurts passkey retrieval more than masking as many random he
 
 from __future__ import annotations
 
+from ctxlens.findings.models import has_rope
 from ctxlens.findings.positional import masking_summary, significant_heads, verdict
 from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _verdicts
 
@@ -20,7 +21,7 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
     random heads (``positional-heads`` + ``head-masking`` on ``zoo:rope``). Criterion
     (``ctxlens.findings.positional.verdict``): at least one head with p < 0.05 / n_heads, and for every
     fraction the passkey accuracy with the top heads masked is below the mean over random draws;
-    undecided when the unmasked model retrieves nothing."""
+    undecided when the unmasked model retrieves nothing. Applies to every model with RoPE attention."""
     def check(name: str):
         spec = models.get(name)
         heads = [r for r in rows.of("positional-heads", spec) if r.get("transform", "none") == "none"]
@@ -37,6 +38,6 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
 
     return _verdicts("positional heads matter more than random heads", f"{PAPERS['003']}, Sections 4.2-4.3, Figure 8",
                      "some head significant after Bonferroni, and masking the top heads lowers passkey accuracy more "
-                     "than masking as many random heads", ["rope"], models, check,
-                     "positional-heads and head-masking on zoo:rope")
+                     "than masking as many random heads", has_rope, models, check,
+                     "positional-heads and head-masking on a RoPE model")
 

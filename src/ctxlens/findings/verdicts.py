@@ -3,9 +3,12 @@
 ``Rows`` groups result rows by (experiment, model); ``_verdicts`` turns a per-model check into
 one table row: "reproduced" when the criterion holds on every measured model, "not reproduced"
 when it fails on one, "undecided" when it fails on none but some model shows nothing to test,
-"not measured" when no model has rows, with absent models listed in the note and the untrained
-control's verdict in its own column. Also the names of the zoo models the findings are about,
-their training length, and the four papers as the table cites them.
+"not measured" when no model it applies to has rows, "not applicable" when it applies to none of
+the models (which models a finding applies to is a rule on what each model is: its kind,
+position encoding and training length, ``ctxlens.findings.models``), with absent and
+inapplicable models listed in the note and the untrained control's verdict in its own column.
+Also the zoo's names, its training length (for runs that record none), the ``Models`` a table
+is about, and the four papers as the table cites them.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from collections.abc import Callable, Iterable
 ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")  # the models findings are about, by name
 TRAIN_LENGTH = 512  # the zoo recipe's training context in bytes, when the rows record none (tests keep them equal)
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
+APPLIES = "applies to"  # column: the models a finding is about, by kind, position encoding and length
+NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
 
 PAPERS = {
     "000": "the geometry paper, How much do contextualized representations encode long-range context?",
@@ -43,34 +48,88 @@ def _row(finding: str, paper: str, expected: str, measured, status: str, models:
             "models": ", ".join(models) or "-", "note": note, **extra}
 
 
-def _verdicts(finding: str, paper: str, expected: str, names: Iterable[str], models: dict[str, str],
+class Models(dict):
+    """{key: model spec as in the rows} of the models a table is about (a key is a zoo name or the
+    spec itself), with what each model is: ``infos`` {key: ModelInfo dict, None when not known},
+    ``recorded`` the keys whose info their run recorded, ``absent`` zoo names that are not trained,
+    and ``override`` a training length given by hand (else each model's own, else ``default``)."""
+
+    def __init__(self, specs: dict[str, str], infos: dict[str, dict | None] | None = None,
+                 recorded: Iterable[str] = (), absent: Iterable[str] = (), default: int = TRAIN_LENGTH,
+                 override: int | None = None):
+        super().__init__(specs)
+        self.infos, self.recorded, self.absent = dict(infos or {}), set(recorded), tuple(absent)
+        self.default, self.override = default, override
+
+    def label(self, key: str) -> str:
+        return f"zoo:{key}" if key in ZOO_NAMES else key
+
+    def length(self, key: str) -> int:
+        """The training length of model ``key``: given by hand, else its recorded info's, else the default."""
+        if self.override is not None:
+            return self.override
+        value = (self.infos.get(key) or {}).get("train_length") if key in self.recorded else None
+        return int(value) if isinstance(value, int) and value > 0 else self.default
+
+    def candidates(self) -> list[str]:
+        """Every key and absent zoo name: the zoo's in its order, then the others sorted."""
+        keys = set(self) | set(self.absent)
+        return [n for n in ZOO_NAMES if n in keys] + sorted(k for k in keys if k not in ZOO_NAMES)
+
+
+def as_models(models: dict[str, str]) -> Models:
+    """``models`` as ``Models``: a plain {zoo name: spec} mapping is the zoo, each model described as
+    the zoo's and the zoo names it lacks not trained."""
+    if isinstance(models, Models):
+        return models
+    from ctxlens.findings.models import ZOO_INFO
+
+    return Models(models, {k: ZOO_INFO.get(k) for k in [*models, *ZOO_NAMES]},
+                  absent=[n for n in ZOO_NAMES if n not in models])
+
+
+def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], str | None], models: dict[str, str],
               check: Callable[[str], tuple[str, bool | None] | None], why_missing: str,
               control: Callable[[str], str] | None = None) -> dict:
-    """The table row of a finding checked per model: ``check(name)`` gives (numbers in words,
-    verdict True / False / None = undecided), or None when that model has no rows."""
-    measured, verdicts, absent, controls = {}, {}, [], {}
-    for name in names:
-        got = check(name) if name in models else None
+    """The table row of a finding checked per model: ``rule(info)`` says whether the finding applies
+    to a model (None) or why not; ``check(key)`` gives (numbers in words, verdict True / False /
+    None = undecided), or None when that model has no rows."""
+    models = as_models(models)
+    measured, verdicts, absent, controls, inapplicable = {}, {}, [], {}, []
+    for key in models.candidates():
+        label, info = models.label(key), models.infos.get(key)
+        why = NOT_RECORDED if info is None else rule(info)
+        if why:
+            inapplicable.append(f"{label} ({why})")
+            continue
+        got = check(key) if key in models else None
         if got is None:
-            absent.append(f"zoo:{name} ({'no rows' if name in models else 'not trained'})")
+            absent.append(f"{label} ({'no rows' if key in models else 'not trained'})")
             continue
         text, ok = got
-        verdicts[name] = ok
-        measured[f"zoo:{name}"] = f"{text} -> {_word(ok)}"
+        verdicts[key] = ok
+        measured[label] = f"{text} -> {_word(ok)}"
         if control is not None:
-            controls[f"zoo:{name}"] = control(name)
-    notes = []
+            controls[label] = control(key)
+    scope = {APPLIES: (rule.__doc__ or "").strip().splitlines()[0].rstrip(".") if rule.__doc__ else "-"}
+    tail = ["not applicable to " + ", ".join(inapplicable)] if inapplicable else []
     if not verdicts:
-        return _row(finding, paper, expected, "-", "not measured", [], f"not measured: {why_missing}; missing "
-                    + ", ".join(absent))
-    undecided = [n for n, v in verdicts.items() if v is None]
+        if not absent:
+            return _row(finding, paper, expected, "-", "not applicable", [], "; ".join(tail), **scope)
+        return _row(finding, paper, expected, "-", "not measured", [], "; ".join(
+            [f"not measured: {why_missing}; missing " + ", ".join(absent), *tail]), **scope)
+    notes = []
+    undecided = [k for k, v in verdicts.items() if v is None]
     if undecided:
-        notes.append("undecided on " + ", ".join(f"zoo:{n}" for n in undecided) + " (nothing to test; see measured)")
+        notes.append("undecided on " + ", ".join(models.label(k) for k in undecided)
+                     + " (nothing to test; see measured)")
     if absent:
         notes.append("not measured on " + ", ".join(absent))
+    notes += tail
     status = _status(list(verdicts.values()))
-    extra = {CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None else {}
-    return _row(finding, paper, expected, measured, status, [f"zoo:{n}" for n in verdicts], "; ".join(notes),
+    extra = {**scope, **({CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None
+                         else {})}
+    return _row(finding, paper, expected, measured, status, [models.label(k) for k in verdicts], "; ".join(notes),
                 **extra)
 
 

@@ -24,6 +24,10 @@ import matplotlib
 
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
+from ctxlens.findings import FINDINGS, compute_findings
+from ctxlens.findings.card import Line, card_of_runs
+from ctxlens.findings.models import recorded_infos
+from ctxlens.report import card as _card
 from ctxlens.report import findings as _findings
 from ctxlens.report import html as h
 from ctxlens.report.figures import RC, Palette, Panel, data_uri, save
@@ -62,6 +66,7 @@ class Report:
     findings: list[dict]
     palette: Palette
     files: list[Path] = field(default_factory=list)
+    card: dict[str, list[Line]] = field(default_factory=dict)  # the context-use card: model -> lines
 
     @property
     def panels(self) -> list[tuple[str, Panel]]:
@@ -108,11 +113,15 @@ def _generic(sub) -> Panel:
 
 def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "report.html", *,
                  findings=None, threshold: float | None = None, title: str = "ctxlens report",
-                 strict: bool = False) -> Report:
+                 strict: bool = False, card_models: Iterable[str] | None = None) -> Report:
     """Read ``runs`` (run directories or folders of them) and write the HTML report to ``out``.
 
+    The report opens with the context-use card (``ctxlens.findings.card``; one column per model of
+    ``card_models``, default every model the card's experiments measured), then the findings table.
     ``findings``: a list of dicts or a JSON file for the findings table (``findings.json`` files in
-    the runs are read as well). ``strict``: raise when a figure fails instead of reporting it.
+    the runs are read as well); without either, the findings are computed from the rows
+    (``ctxlens.findings.compute_findings``, for whatever models they hold). ``strict``: raise when
+    a figure or the card fails instead of reporting it.
     """
     read = read_runs(runs)
     out = Path(out)
@@ -124,6 +133,9 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
     for f in found:
         table += _findings.read_findings(f)
     table = list({json.dumps(f, sort_keys=True, default=str): f for f in table}.values())  # given twice: shown once
+    measured = {e for _, exps in FINDINGS for e in exps}
+    if findings is None and not found and any(r.get("experiment") in measured for run in read for r in run.rows):
+        table = compute_findings([r for run in read for r in run.rows], infos=recorded_infos(read))
 
     df = frame(read)
     reg = plotters()
@@ -143,6 +155,13 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
             panel.name = _unique(panel.name if panel.name.startswith(exp) else f"{exp}-{panel.name}", names)
         sections.append(section)
     report = Report(out, fig_dir, read, sections, warnings, table, palette)
+    try:
+        report.card = card_of_runs(read, card_models, ctx.threshold)
+    except Exception as err:  # the card must not take the whole report down
+        if strict:
+            raise
+        log.warning("the context-use card failed: %s", err)
+        warnings.append(_warning("card", "card failed", f"{type(err).__name__}: {err}"))
     _write(report, title)
     return report
 
@@ -222,7 +241,8 @@ def _unique(name: str, taken: set[str]) -> str:
 def page(report: Report, images: dict[str, bytes], title: str) -> str:
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     n_rows = sum(len(r.rows) for r in report.runs)
-    toc = [("findings", "Findings")] if report.findings else []
+    toc = [("card", "Context-use card")] if report.card else []
+    toc += [("findings", "Findings")] if report.findings else []
     toc += [("warnings", f"Warnings ({len(report.warnings)})")]
     toc += [(h.anchor(s.experiment), s.experiment) for s in report.sections]
     toc += [("runs", "Runs: configuration and environment")]
@@ -233,6 +253,10 @@ def page(report: Report, images: dict[str, bytes], title: str) -> str:
              _models(report.palette)),
         h.el("nav", h.el("ol", [h.el("li", h.el("a", label, href=f"#{a}")) for a, label in toc])),
     ]
+    if report.card:
+        beside = [(p.title, images[p.name]) for s in report.sections if s.experiment in _card.BESIDE
+                  for p in s.panels[:1] if p.name in images]
+        body.append(_card.card_section(report.card, beside, {m: short_label(m) for m in report.card}))
     if report.findings:
         body.append(h.el("section", h.el("h2", "Findings"), _findings.findings_table(report.findings),
                          id="findings"))

@@ -4,8 +4,8 @@ numbers measured and whether the finding was reproduced.
 Findings are data, given as a list of dicts or a JSON file (a list, or ``{"findings": [...]}``);
 a ``findings.json`` inside a run directory (or the folder of run directories) is read too. Each
 finding needs ``finding``, ``paper``, ``expected``, ``measured`` and ``status``, one of
-``reproduced``, ``not reproduced``, ``undecided`` or ``not measured``; any other keys are shown as extra
-columns. ``measured`` may be text, a number, a list or a mapping of names to numbers.
+``reproduced``, ``not reproduced``, ``undecided``, ``not measured`` or ``not applicable``; any
+other keys are shown as extra columns. ``measured`` may be text, a number, a list or a mapping of names to numbers.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ctxlens.report.html import Raw, el, fmt, join
 
 FILE = "findings.json"
 COLUMNS = ("finding", "paper", "expected", "measured", "status")
-STATUSES = ("reproduced", "not reproduced", "undecided", "not measured")
+STATUSES = ("reproduced", "not reproduced", "undecided", "not measured", "not applicable")
 
 
 def read_findings(source) -> list[dict]:

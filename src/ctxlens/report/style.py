@@ -35,6 +35,8 @@ table.kv th { color: var(--muted); font-weight: 500; }
 .status.not-reproduced { background: #fbdada; color: #8a1414; }
 .status.not-measured { background: #eceef1; color: #4a525c; }
 .status.undecided { background: #fdf0cf; color: #7a5200; }
+.status.not-applicable { background: #eceef1; color: #4a525c; font-style: italic; }
+.verdict { font-style: italic; }
 ul.measured { margin: 0; padding-left: 1.1em; }
 section.warnings h2 { color: #8a4b00; }
 """

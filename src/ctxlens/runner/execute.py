@@ -23,6 +23,8 @@ or committed). When the second model of a run fails to load, the first one's com
 and the config lists the first, not the second; the same command, once the second loads, adds it.
 A resume naming fewer models keeps the list. Each write re-reads config.yaml and only adds to its
 list, and ranks walk the models in the same order, so ranks of a sharded run agree on it.
+Beside the list, ``model_info`` records what each loaded model is (``ModelInfo.as_dict``: kind,
+position encoding, training length, ...), so the torch-free findings know it from the rows' run.
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class _Writer:
         self.out, self.config, self.shard, self.device = out, config, shard, device
         self.fingerprints: dict[str, str] = {}  # spec -> fingerprint of the weights this process loaded
         self.resolved: dict[str, dict] = {}  # spec -> options filled from that model (runner.plans)
+        self.infos: dict[str, dict] = {}  # spec -> its ModelInfo as a dict (read by ctxlens.findings)
         self.store: RunStore | None = None
 
     def open(self, models: Sequence[str]) -> RunStore:
@@ -137,10 +140,11 @@ class _Writer:
         prints = {**(old.get("fingerprints") or {}),
                   **{m: f for m, f in self.fingerprints.items() if m in listed}}
         resolved = {**(old.get("resolved") or {}), **{m: v for m, v in self.resolved.items() if m in listed}}
+        infos = {**(old.get("model_info") or {}), **{m: v for m, v in self.infos.items() if m in listed}}
         if (not old or listed != old.get("models") or prints != (old.get("fingerprints") or {})
-                or resolved != (old.get("resolved") or {})):
+                or resolved != (old.get("resolved") or {}) or infos != (old.get("model_info") or {})):
             config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {}),
-                      **({"resolved": resolved} if resolved else {})}
+                      **({"resolved": resolved} if resolved else {}), **({"model_info": infos} if infos else {})}
             self.store.write_config(config, compare_keys=COMPARE_KEYS)
 
 
@@ -269,6 +273,9 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
         (lm, columns), cache = _ready(exp, spec, load_options, model_options, loaded), {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
+        info = lm.info if exp.loads_model else mp.info
+        if info is not None:
+            writer.infos[spec] = info.as_dict()
         if announce:
             _announce(exp, mp, lm, todo, len(mine), extrapolate)
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")

@@ -1,0 +1,140 @@
+"""Which models a finding is about: kind, position encoding and training length, read from the runs.
+
+The runner records what each model is in its run's ``config.yaml`` (``model_info``: the
+``ctxlens.lm.info.ModelInfo`` of the model as a plain dict: ``kind`` transformer | ssm | recurrent |
+hybrid, ``position`` rope | alibi | learned | none, ``train_length``, ``max_positions``,
+``hard_limit``, ``sliding_window``, ...). ``recorded_infos`` reads those dicts without torch. A run
+directory written before that record existed falls back to the zoo's own description for a zoo
+name (``ZOO_INFO``, the six matched models of the geometry paper, Section 3, Table 1), and to
+nothing otherwise: a finding then says "not applicable: the model's kind is not recorded".
+
+A finding states the models it applies to as a ``Rule``: a test on that dict which gives None
+when the finding applies, else the reason it does not, in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ctxlens.findings.verdicts import NOT_RECORDED, TRAIN_LENGTH, ZOO_NAMES
+
+
+def _zoo(model_type: str, kind: str, position: str) -> dict:
+    return {"model_type": model_type, "kind": kind, "position": position, "train_length": TRAIN_LENGTH,
+            "max_positions": None, "hard_limit": False, "sliding_window": None, "origin": "zoo", "zoo": True}
+
+
+# The zoo's models as ModelInfo would record them (families of ctxlens.zoo.specs, trained at 512 bytes).
+ZOO_INFO = {
+    "rope": _zoo("llama", "transformer", "rope"),
+    "alibi": _zoo("bloom", "transformer", "alibi"),
+    "mamba2": _zoo("mamba2", "ssm", "none"),
+    "mlstm": _zoo("xlstm", "recurrent", "none"),
+    "griffin": _zoo("recurrent_gemma", "hybrid", "rope"),
+    "hybrid": _zoo("bamba", "hybrid", "rope"),
+}
+assert set(ZOO_INFO) == set(ZOO_NAMES), "every zoo model described"
+
+Rule = Callable[[dict], "str | None"]
+
+
+def recorded_infos(runs) -> dict[str, dict]:
+    """{model spec: its recorded ModelInfo dict} from the ``config.yaml`` of ``runs`` (``Run``
+    objects as ``ctxlens.results.read_runs`` gives them); later runs win on a disagreement."""
+    out: dict[str, dict] = {}
+    for run in runs:
+        infos = (getattr(run, "config", None) or {}).get("model_info")
+        if isinstance(infos, dict):
+            out.update({str(k): v for k, v in infos.items() if isinstance(v, dict)})
+    return out
+
+
+def zoo_name(spec: str | None) -> str | None:
+    """``rope`` for ``zoo:rope``; None for any other spec."""
+    if isinstance(spec, str) and spec.startswith("zoo:") and spec[4:] in ZOO_INFO:
+        return spec[4:]
+    return None
+
+
+def info_for(key: str, spec: str | None, recorded: dict[str, dict]) -> dict | None:
+    """What the model behind ``key`` (a zoo name or a spec) is: the record of its run, else the zoo's
+    description of a zoo name, else None (not known)."""
+    if spec is not None and spec in recorded:
+        return recorded[spec]
+    name = key if key in ZOO_INFO else zoo_name(spec)
+    return ZOO_INFO[name] if name else None
+
+
+def train_length_of(info: dict | None, default: int = TRAIN_LENGTH) -> int:
+    value = (info or {}).get("train_length")
+    return int(value) if isinstance(value, int) and value > 0 else default
+
+
+def describe(info: dict) -> str:
+    """'transformer / rope, trained at 512' (what the applicability notes say)."""
+    kind = "/".join(str(p) for p in (info.get("kind"), info.get("position")) if p) or "unknown kind"
+    window = f", sliding window {info['sliding_window']}" if info.get("sliding_window") else ""
+    length = f", trained at {info['train_length']}" if info.get("train_length") else ""
+    return f"{kind}{length}{window}"
+
+
+# ------------------------------------------------------------------------------- rules
+def _kind(info: dict) -> str:
+    return {"ssm": "an SSM", "recurrent": "a recurrent model", "hybrid": "a hybrid", "transformer": "a Transformer"
+            }.get(str(info.get("kind")), "a model of unknown kind")
+
+
+def any_model(info: dict) -> str | None:
+    """Every architecture (the long-sequence paper tests Transformers, SSMs, linear RNNs and hybrids)."""
+    return None if info.get("kind") else "its architecture kind is not known"
+
+
+def rope_transformer(info: dict) -> str | None:
+    """RoPE Transformers (the geometry paper's GPT+RoPE; local/global RoPE Transformers included)."""
+    if info.get("kind") != "transformer":
+        return f"{_kind(info)}, not a Transformer"
+    return None if info.get("position") == "rope" else f"a Transformer with {info.get('position')} positions, not RoPE"
+
+
+def has_rope(info: dict) -> str | None:
+    """Any model whose attention heads rotate by RoPE (Transformers and hybrids with RoPE attention)."""
+    return None if info.get("position") == "rope" else f"no RoPE: {info.get('position') or 'unknown'} positions"
+
+
+def local_model(info: dict) -> str | None:
+    """Recurrent models (SSMs, linear RNNs) and ALiBi Transformers (the geometry paper, Table 4)."""
+    if info.get("kind") in ("ssm", "recurrent"):
+        return None
+    if info.get("kind") == "transformer" and info.get("position") == "alibi":
+        return None
+    return f"{describe(info)}: neither recurrent nor ALiBi"
+
+
+def recurrent_hybrid(info: dict) -> str | None:
+    """Hybrids of recurrence and attention (Griffin, HybridMamba in the geometry paper)."""
+    return None if info.get("kind") == "hybrid" else f"{describe(info)}: not a recurrent/attention hybrid"
+
+
+def reaches(multiple: int) -> Rule:
+    """Every architecture whose positions reach ``multiple`` x its training length (learned
+    absolute positions end at their table)."""
+    def rule(info: dict) -> str | None:
+        missing = any_model(info)
+        if missing:
+            return missing
+        limit, length = info.get("max_positions"), train_length_of(info)
+        if info.get("hard_limit") and isinstance(limit, int) and limit < multiple * length:
+            return f"learned positions end at {limit} tokens, below {multiple} x its training length {length}"
+        return None
+    rule.__doc__ = f"every architecture whose positions reach {multiple} x its training length"
+    return rule
+
+
+def applicability(rule: Rule, info: dict | None) -> str | None:
+    """None when ``rule`` applies to ``info``; else why not (``NOT_RECORDED`` without an info)."""
+    return NOT_RECORDED if info is None else rule(info)
+
+
+def keys_of(specs: Iterable[str]) -> dict[str, str]:
+    """{key: spec} for specs found in rows: a zoo spec keyed by its zoo name, others by themselves."""
+    return {zoo_name(s) or s: s for s in specs}

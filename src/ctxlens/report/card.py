@@ -1,0 +1,52 @@
+"""The context-use card at the top of the report: one column per model, one line per question
+(``ctxlens.findings.card``), each cell the number with its uncertainty and a verdict, the paper's
+expectation beside each line; the depth x length heatmap and the loss curve drawn beside it
+(the ``niah-depth`` and ``loss-vs-length`` figures of the report). Every value is escaped.
+"""
+
+from __future__ import annotations
+
+from ctxlens.findings.card import QUESTIONS, USABLE_GAIN, Line
+from ctxlens.report.figures import data_uri
+from ctxlens.report.html import Raw, el, text
+
+BESIDE = ("niah-depth", "loss-vs-length")  # the figures drawn beside the card
+
+
+def _cell(line: Line | None) -> Raw:
+    if line is None:
+        return el("td", "-")
+    if line.value is None and not line.verdict:
+        return el("td", el("span", line.text, class_="note"))
+    return el("td", el("div", el("b", line.text)), el("div", line.uncertainty, class_="note") if line.uncertainty
+              else "", el("div", line.verdict, class_="verdict") if line.verdict else "")
+
+
+def card_table(card: dict[str, list[Line]], labels: dict[str, str] | None = None) -> Raw:
+    """The card as an HTML table: lines down, models across."""
+    labels = labels or {}
+    models = list(card)
+    head = el("tr", [el("th", "question"), el("th", "paper's expectation"),
+                     *[el("th", labels.get(m, m)) for m in models]])
+    by = {m: {line.key: line for line in lines} for m, lines in card.items()}
+    body = []
+    for key, (question, paper, expected) in QUESTIONS.items():
+        body.append(el("tr", el("td", el("b", question), el("div", paper, class_="paper")), el("td", expected),
+                       *[_cell(by[m].get(key)) for m in models]))
+    return el("div", el("table", el("thead", head), el("tbody", body), class_="data card-table"), class_="scroll")
+
+
+def card_section(card: dict[str, list[Line]], beside: list[tuple[str, bytes]], labels: dict[str, str] | None = None
+                 ) -> Raw:
+    """The card's section: the table, its uncertainty statement and the figures beside it
+    (``beside``: (title, PNG bytes))."""
+    figures = [el("figure", Raw(f'<img src="{data_uri(png)}" alt="{text(title)}">'), el("figcaption", title),
+                  class_="plot card") for title, png in beside]
+    note = el("p", "Uncertainties as each cell states: binomial standard errors (SE) and one-sided two-proportion "
+                   "z-tests for accuracies, the fit's SEs (usable context: delta method), SEs over seeds, Fisher-z "
+                   "95% intervals for correlations, a t interval over random draws for masking. L is each model's "
+                   f"training length; usable context is where the fit gains less than {USABLE_GAIN} nats per "
+                   "doubling.", class_="note")
+    return el("section", el("h2", "Context-use card"), note, card_table(card, labels),
+              el("div", figures, class_="cols") if figures else "", id="card")
+
