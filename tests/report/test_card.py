@@ -209,3 +209,17 @@ def test_card_says_what_a_model_cannot_have():
         assert card["gpt"][key].text == "not applicable: no RoPE: learned positions"
     assert card["gpt"]["retrieval_2l"].text.startswith("not applicable: learned positions end at 256 tokens")
     assert card["ssm"]["retrieval_2l"].value is not None and card["ssm"]["accs_depth"].value is not None
+
+
+def test_a_fit_with_gamma_near_zero_gives_an_unbounded_usable_context_not_an_overflow():
+    """SmolLM2's 10-minute profile fitted gamma near 0 on two samples: (C (1 - 2^-g) / 0.01)^(1/g)
+    overflowed and took the whole card down. With C = 200 and gamma = 1e-4 the gain per doubling,
+    C (1 - 2^-g) l^-g, is 0.0139 l^-0.0001: it falls below 0.01 only at l = e^3265, beyond any float."""
+    from ctxlens.findings.card import usable_context, usable_length
+
+    assert math.isinf(usable_length(200.0, 1e-4))
+    assert math.isclose(usable_length(2.0, 0.5), (2.0 * (1 - 2 ** -0.5) / 0.01) ** 2, rel_tol=1e-12)
+    rows = [{"stage": "fit", "fit": "power_law", "quantity": q, "value": v, "stderr": se} for q, v, se in
+            (("C0", 1.0, 0.1), ("C", 200.0, 5.0), ("gamma", 1e-4, 1e-3))]
+    line = usable_context(rows, "m", 8192)
+    assert line.value is None and "unbounded" in line.text and line.verdict == "beyond L"

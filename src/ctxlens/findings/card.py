@@ -184,8 +184,11 @@ def loss_fit(rows: list[dict], model: str) -> Line:
 
 
 def usable_length(c: float, gamma: float, gain: float = USABLE_GAIN) -> float:
-    """l* with C / l^gamma - C / (2l)^gamma = ``gain`` (see the module docstring)."""
-    return (c * (1 - 2 ** -gamma) / gain) ** (1 / gamma)
+    """l* with C / l^gamma - C / (2l)^gamma = ``gain`` (see the module docstring); ``inf`` when it lies
+    beyond any float (a gamma near 0: the fit still gains that much at every length). Taken in
+    log space, so a tiny gamma cannot overflow."""
+    log_l = math.log(c * (1 - 2 ** -gamma) / gain) / gamma
+    return math.exp(log_l) if log_l < 700 else math.inf
 
 
 def usable_context(rows: list[dict], model: str, L: int) -> Line:
@@ -198,11 +201,14 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
         return Line("usable_context", model, None, "none: the fit does not fall with context", "",
                     "no context is used", {})
     lstar = usable_length(c, g)
+    if math.isinf(lstar):
+        return Line("usable_context", model, None, f"unbounded: with gamma = {_n(g)} the fit gains over "
+                    f"{USABLE_GAIN} nats per doubling at every length", "", "beyond L", {"usable": None})
     d_c = 1 / (g * c)
     d_g = -math.log(c * (1 - 2 ** -g) / USABLE_GAIN) / g ** 2 + (2 ** -g * math.log(2)) / (g * (1 - 2 ** -g))
     se_log = math.sqrt((d_c * (sec or 0)) ** 2 + (d_g * (seg or 0)) ** 2) if sec is not None or seg is not None \
         else None
-    unc = "-" if se_log is None else f"x/÷ {math.exp(se_log):.3g} (delta method, 1 SE)"
+    unc = "-" if se_log is None or se_log > 700 else f"x/÷ {math.exp(se_log):.3g} (delta method, 1 SE)"
     verdict = "within L" if lstar <= L else "beyond L"
     return Line("usable_context", model, lstar, f"{lstar:.0f} tokens (L = {L}; gain < {USABLE_GAIN} nats/doubling)",
                 unc, verdict, {"usable": lstar, "se_log": se_log})
