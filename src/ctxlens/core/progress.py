@@ -68,15 +68,16 @@ class Meter:
         text, what = f"  {self.label}: {self.done:,.0f}", self.what
         if self.total and self.done <= self.total:
             text += f" / {self.total:,} {what} ({100 * self.done / self.total:.0f}%)"
-            left = f", about {_duration((self.total - self.done) / rate)} left" if rate > 0 else ""
+            left = f", about {duration((self.total - self.done) / rate)} left" if rate > 0 else ""
         else:
             text += f" {what}" + (f" (planned {self.total:,})" if self.total else "")
             left = ""
         pace = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
-        return f"{text}, {pace} {what.split()[-1]}/s{left}, {_duration(seconds)} so far"
+        return f"{text}, {pace} {what.split()[-1]}/s{left}, {duration(seconds)} so far"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """'45 s', '12 min', '3.4 h'."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 90 * 60:

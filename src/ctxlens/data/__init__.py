@@ -6,8 +6,9 @@ the sources, the byte tokenizer) import without torch.
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from ctxlens.core import lazy
 
 _WHERE = {"TEXT_EXTENSIONS": "sources", "FileSource": "sources", "HubSource": "sources", "RandomSource": "sources",
           "TextSource": "sources", "open_source": "sources", "token_windows": "windows"}
@@ -26,13 +27,4 @@ if typing.TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    if name not in _WHERE:  # a submodule, as ``ctxlens.data.NAME`` after ``import ctxlens.data``
-        try:
-            return importlib.import_module(f"ctxlens.data.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"ctxlens.data.{name}":
-                raise
-            raise AttributeError(f"module 'ctxlens.data' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"ctxlens.data.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
+    return lazy.attribute(__name__, _WHERE, name, globals())

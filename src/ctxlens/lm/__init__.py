@@ -6,8 +6,9 @@ The names below load on first use, so that the torch-free modules of this packag
 
 from __future__ import annotations
 
-import importlib
 import typing
+
+from ctxlens.core import lazy
 
 _WHERE = {"Capture": "capture", "FAMILIES": "families", "Family": "families", "families": "families",
           "get_family": "families", "from_model": "loading", "load": "loading", "LM": "model",
@@ -24,13 +25,4 @@ if typing.TYPE_CHECKING:
 
 
 def __getattr__(name: str):
-    if name not in _WHERE:  # a submodule, as ``ctxlens.lm.NAME`` after ``import ctxlens.lm``
-        try:
-            return importlib.import_module(f"ctxlens.lm.{name}")
-        except ModuleNotFoundError as err:
-            if err.name != f"ctxlens.lm.{name}":
-                raise
-            raise AttributeError(f"module 'ctxlens.lm' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f"ctxlens.lm.{_WHERE[name]}"), name)
-    globals()[name] = value
-    return value
+    return lazy.attribute(__name__, _WHERE, name, globals())

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.progress import duration
 from ctxlens.profile import budget as fitting
 from ctxlens.profile.suite import PARTS, Size, skip_reason
-from ctxlens.runner.plans import duration
 
 RECORD = "profile.json"
 REPORT_SECONDS = 0.05  # share of the budget kept for the report

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxlens.core.progress import duration
 from ctxlens.experiments.base import Experiment, Work, make_config
 from ctxlens.lm.info import ModelInfo, read_info
 from ctxlens.probes.throughput import Throughput
@@ -108,10 +109,3 @@ def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -
             "this machine)")
 
 
-def duration(seconds: float) -> str:
-    """'45 s', '12 min', '3.4 h'."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
