@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from ctxlens.cli import main
+from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
 from ctxlens.profile import budget, command, suite
@@ -50,7 +52,7 @@ class FakeRun:
     planned seconds times ``slow``, and records each call."""
 
     def __init__(self, slow: float = 1.0):
-        self.now, self.slow, self.calls = 0.0, slow, []
+        self.now, self.slow, self.calls, self.metas = 0.0, slow, [], []
 
     def clock(self) -> float:
         return self.now
@@ -62,6 +64,7 @@ class FakeRun:
         part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
         self.now += part["planned_s"] * self.slow
         self.calls.append((experiment, options))
+        self.metas.append(kw.get("meta"))
 
 
 def _fake_profile(spec, minutes, out, slow=1.0):
@@ -119,6 +122,8 @@ def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_p
     assert events[0] == "plan" and "forward" in events
     assert {d.name for d in done.dirs} == {"loss-vs-length", "suffix-ppl"}
     assert all(p["status"] == "done" for p in done.record["models"][llama]["parts"])
+    L = done.record["models"][llama]["size"]["length"]
+    assert all(yaml.safe_load((d / "config.yaml").read_text())["meta"] == {"profile_length": L} for d in done.dirs)
     events.clear()
     again = profile([llama], 0.5, tmp_path / "p", progress=False, probe=lambda lm: 1 / 0)  # no new probe either
     assert events == ["plan"]  # every unit was finished: nothing is computed again
@@ -136,7 +141,33 @@ def test_several_models_profile_one_after_another_into_folders_of_their_own(llam
     assert fake.now <= 1.2 * 2 * 60 * 2  # each model its own budget
 
 
+def test_length_sets_L_for_every_model_and_each_part_records_it(llama, tmp_path, capsys):
+    fake = FakeRun()
+    done = profile([llama], 3, tmp_path / "p", progress=False, length=256, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake)
+    state = done.record["models"][llama]
+    assert state["size"]["length"] == 256 and done.record["length"] == 256
+    assert "L = 256 as --length sets it (training length 1024)" in state["notes"]
+    niah = next(p for p in state["parts"] if p["name"] == "niah-depth")
+    assert max(niah["options"]["lengths"]) == 512 and min(niah["options"]["lengths"]) == 128  # 2L .. L/2 (>= 128)
+    assert fake.metas and all(m == {"profile_length": 256} for m in fake.metas)
+    assert fake.now <= 1.2 * 3 * 60
+    with pytest.raises(CtxlensError, match="planned with --length 256; run with --length 256 to resume"):
+        profile([llama], 3, tmp_path / "p", progress=False, length=512, clock=fake.clock, probe=lambda lm: SPEED,
+                runner=fake)
+    with pytest.raises(CtxlensError, match="planned with --length 256"):
+        profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake)
+
+
+def test_the_needle_depths_always_include_the_middle():
+    info = ModelInfo("llama", "transformer", "rope", 8192, False, 8192, None, 576)
+    for scale in (0.0, 0.1, 0.2, 0.33, 0.5, 0.7, 1.0):
+        depths = suite._niah(suite.Size(1024, scale), info)["depths"]
+        assert len(depths) % 2 == 1 and 50.0 in depths and depths[0] == 0.0 and depths[-1] == 100.0
+
+
 @pytest.mark.parametrize(("args", "words"), [
+    (["ref:smollm2-135m", "--length", "64"], "--length must be a whole number of tokens of at least 128"),
     (["ref:nope"], "Unknown reference model 'nope'"),
     (["ref:smollm2-135m", "--budget", "0"], "--budget must be a positive number"),
     (["ref:smollm2-135m", "--budget", "-3"], "--budget must be a positive number"),

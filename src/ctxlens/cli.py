@@ -78,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("models", nargs="+", metavar="MODEL",
                     help="hub id, local directory, FILE.gguf, zoo:NAME or ref:NAME")
     pf.add_argument("--budget", type=float, default=10.0, help="minutes per model (default 10)")
+    pf.add_argument("--length", type=int, help="L, the length the suite is built around, for every model (default: "
+                    "the training length, capped by the budget)")
     pf.add_argument("--out", default="ctxlens-profile", help="directory of the run directories, profile.json and "
                     "report.html")
     for flag in ("--dtype", "--device", "--attn-implementation", "--revision"):
@@ -328,7 +330,7 @@ def _cmd_profile(args) -> int:
 
     options = {k: getattr(args, k) for k in ("dtype", "device", "attn_implementation", "revision", "trust_remote_code")
                if getattr(args, k) is not None}
-    done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress)
+    done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress, length=args.length)
     if not done.dirs:
         print(f"no part of the profile wrote results into {args.out}; no report.")
         return 1

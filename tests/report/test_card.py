@@ -179,8 +179,28 @@ def test_old_runs_without_model_info_keep_the_zoo_findings(tmp_path):
     assert depth["status"] == "reproduced" and depth["models"] == "zoo:rope"
     assert "hub/unknown (the model's kind is not recorded" in depth["note"]
     card = card_of_runs(read_runs([tmp_path / "zoo", tmp_path / "other"]))
-    assert card["zoo:rope"][0].value == 128  # the zoo's 512 bytes: RULER lengths 128 and 256 both below
+    zoo = {x.key: x for x in card["zoo:rope"]}
+    assert zoo["effective_length"].value == 128  # the zoo's 512 bytes: RULER lengths 128 and 256 both below
+    assert zoo["length"].value == 512 and zoo["length"].verdict == "the training length"
     assert all(line.text.startswith("not measured: the model's training length") for line in card["hub/unknown"])
+
+
+def test_the_card_reads_its_lines_at_the_profile_length_its_runs_record(tmp_path):
+    """A profile capped below the training length: L/2L lines at the recorded L, and the first line says so."""
+    trained = {**INFO, "train_length": 4 * L}
+    for exp, rows in _rows().items():
+        config = {**config_of(exp, [M]), "model_info": {M: trained}, "meta": {"profile_length": L}}
+        write_run(tmp_path / exp, [{"model": M, "experiment": exp, **r} for r in rows], config=config, env=ENV)
+    card = {x.key: x for x in card_of_runs(read_runs([tmp_path / e for e in _rows()]))[M]}
+    assert card["length"].value == L and card["length"].verdict.startswith(f"below the training length ({4 * L})")
+    assert card["retrieval_2l"].numbers["n_L"] == 36 and card["retrieval_2l"].numbers["n_2L"] == 36
+    assert card["ppl_2l"].value is not None
+    without = tmp_path / "plain"  # the same rows outside a profile: read at the training length, where none are
+    for exp, rows in _rows().items():
+        config = {**config_of(exp, [M]), "model_info": {M: trained}}
+        write_run(without / exp, [{"model": M, "experiment": exp, **r} for r in rows], config=config, env=ENV)
+    plain = {x.key: x for x in card_of_runs(read_runs([without / e for e in _rows()]))[M]}
+    assert plain["length"].value == 4 * L and plain["retrieval_2l"].value is None and plain["ppl_2l"].value is None
 
 
 def test_card_opens_the_report_and_escapes_row_values(tmp_path):

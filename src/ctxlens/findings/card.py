@@ -1,8 +1,10 @@
 """The context-use card: per model, one number per question of the four papers, with its
 uncertainty, the paper's expectation and a verdict, from result rows alone (no torch).
 
-``compute_card(rows, infos)`` gives one ``Line`` per (question, model). L is the model's training
-length (its recorded ``ModelInfo``, ``ctxlens.findings.models``). Uncertainties, as each line says:
+``compute_card(rows, infos)`` gives one ``Line`` per (question, model). L is the length a profile
+built its suite around (recorded in each part's ``config.yaml``), else the model's training length
+(its recorded ``ModelInfo``, ``ctxlens.findings.models``); the card's first line states L and
+whether it is below the training length. Uncertainties, as each line says:
 
 - binomial standard errors of accuracies (sqrt(p(1-p)/n)), one-sided two-proportion z-tests for
   drops (``long_sequence._proportion_drop``, z > 1.645);
@@ -50,6 +52,8 @@ class Line:
 
 
 QUESTIONS = {  # key: (question, paper, expectation)
+    "length": ("L, the length the lines are read at", "the profile (`ctxlens profile`)",
+               "the training length; the papers read their findings there"),
     "effective_length": ("RULER effective length", "RULER (Table 3); " + PAPERS["002"],
                          "the largest length whose mean score over the task set exceeds the threshold; RULER finds "
                          "it below the claimed length for most models"),
@@ -106,6 +110,18 @@ def t_quantile(df: int, two_sided: float = 0.05) -> float:
 
 
 # ------------------------------------------------------------------------------- the lines
+def length_line(model: str, L: int, info: dict | None) -> Line:
+    """L, and how it stands to the model's training length (a profile capped by its budget, or
+    set by ``--length``, measures at less than the papers do)."""
+    trained = (info or {}).get("train_length")
+    if not isinstance(trained, int) or trained <= 0:
+        return Line("length", model, L, f"{L} tokens", "", "the training length is not recorded", {"L": L})
+    verdict = ("the training length" if L == trained else f"below the training length ({trained}): lines at L and "
+               f"2L are read at {L} and {2 * L}" if L < trained else f"beyond the training length ({trained})")
+    return Line("length", model, L, f"{L} tokens", f"training length {trained}", verdict,
+                {"L": L, "train_length": trained})
+
+
 def effective(rows: list[dict], model: str, L: int, threshold: float) -> Line:
     """RULER's effective length (``tasks.scoring.effective_length``) and the task-set mean at it
     with its standard error (per task: sd / sqrt(n); the mean of T tasks: sqrt(sum se^2) / T)."""
@@ -342,7 +358,7 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     niah = _retrieval(rows.of("niah-depth", model)) or [
         r for r in _retrieval(rows.of("ruler", model)) if str(r.get("task", "")).startswith("niah_single")]
     heads, masking = positional(rows.of("positional-heads", model), rows.of("head-masking", model), model)
-    lines = [effective(rows.of("ruler", model), model, L, threshold), retrieval_2l(niah, model, L),
+    lines = [length_line(model, L, info), effective(rows.of("ruler", model), model, L, threshold), retrieval_2l(niah, model, L),
              middle_dip(_retrieval(rows.of("niah-depth", model)), model, L), loss_fit(rows.of("loss-vs-length", model),
                                                                                        model),
              usable_context(rows.of("loss-vs-length", model), model, L), ppl_2l(rows.of("suffix-ppl", model), model, L),
@@ -359,8 +375,8 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
 
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
                  threshold: float = THRESHOLD) -> dict[str, list[Line]]:
-    """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at its
-    training length ``lengths[model]``."""
+    """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at
+    ``lengths[model]`` (its L)."""
     grouped = Rows(rows)
     return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold) for m in infos}
 
@@ -371,19 +387,20 @@ CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs
 
 def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = THRESHOLD) -> dict[str, list[Line]]:
     """The card of ``runs`` (``ctxlens.results.Run`` objects): one column per model the card's
-    experiments measured (or ``models``), each at its recorded training length (else the zoo's
-    for a zoo spec, else the ``train_length`` the rows record, else not known)."""
-    from ctxlens.findings.models import info_for, recorded_infos, train_length_of
+    experiments measured (or ``models``), each at the profile's L its runs record, else at its
+    recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows
+    record, else not known)."""
+    from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, train_length_of
 
     runs = list(runs)
     rows = [r for run in runs for r in run.rows]
-    recorded = recorded_infos(runs)
+    recorded, profiled = recorded_infos(runs), recorded_lengths(runs)
     wanted = list(models) if models is not None else list(dict.fromkeys(
         str(r["model"]) for r in rows if r.get("experiment") in CARD_EXPERIMENTS and r.get("model")))
     infos = {m: info_for(m, m, recorded) for m in wanted}
     lengths: dict[str, int | None] = {}
     for m in wanted:
         stated = {int(r["train_length"]) for r in rows if r.get("model") == m and r.get("train_length")}
-        lengths[m] = (train_length_of(infos[m]) if infos[m] is not None
+        lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
     return compute_card(rows, infos, lengths, threshold)

@@ -49,6 +49,19 @@ def recorded_infos(runs) -> dict[str, dict]:
     return out
 
 
+def recorded_lengths(runs) -> dict[str, int]:
+    """{model spec: the length L a profile built its suite around} from the ``config.yaml`` of
+    ``runs`` (``meta.profile_length``, which ``ctxlens profile`` writes into every part's run);
+    models run outside a profile are absent."""
+    out: dict[str, int] = {}
+    for run in runs:
+        config = getattr(run, "config", None) or {}
+        length = (config.get("meta") or {}).get("profile_length") if isinstance(config.get("meta"), dict) else None
+        if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+            out.update({str(m): length for m in config.get("models") or []})
+    return out
+
+
 def zoo_name(spec: str | None) -> str | None:
     """``rope`` for ``zoo:rope``; None for any other spec."""
     if isinstance(spec, str) and spec.startswith("zoo:") and spec[4:] in ZOO_INFO:

@@ -7,7 +7,8 @@ cost per unit. ``fit`` chooses, in this order:
 
 1. the length L: the training length, halved while the suite at its smallest sample counts
    would take more than ``LENGTH_SHARE`` of the time (never below ``FLOOR``; the plan then says
-   "L capped to N by the budget");
+   "L capped to N by the budget"), unless the user sets L (``--length``: fewer tokens per sample,
+   more samples, when the question is the findings' power rather than the longest context);
 2. cuts when even that does not fit: a reducible part run below its statistical floor (flagged),
    then whole parts planned out, the least central first (``Part.drop_order``), and back in
    those of them that fit the room the cuts left;
@@ -136,18 +137,23 @@ def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: flo
     return dataclasses.replace(size, scale=low)
 
 
-def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, tokenizer: bool = True) -> Fit:
+def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, tokenizer: bool = True,
+        length: int | None = None) -> Fit:
     """The suite of ``parts`` sized to ``seconds`` of suite time (see the module docstring);
-    ``tokenizer``: whether the model has one."""
+    ``tokenizer``: whether the model has one; ``length``: L as the user set it (``--length``),
+    which skips step 1."""
     goal = TARGET * seconds
     extrapolate = not info.hard_limit
     trained = profile_length(info)
-    length = trained
     smallest = lambda n: Size(n, 0.0, extrapolate, tokenizer=tokenizer)  # noqa: E731
-    while length // 2 >= min(FLOOR, trained) and \
-            _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
-        length //= 2
-    notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
+    if length is not None:
+        notes = [f"L = {length} as --length sets it (training length {trained})"]
+    else:
+        length = trained
+        while length // 2 >= min(FLOOR, trained) and \
+                _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
+            length //= 2
+        notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
     if info.sliding_window and length <= info.sliding_window:
         notes.append(f"L = {length} is within the sliding window ({info.sliding_window}): local and global layers "
                      "see the same context")

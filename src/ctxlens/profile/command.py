@@ -40,12 +40,18 @@ def label(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
 
 
-def check(models: list[str], minutes: float, out: Path) -> dict:
+MIN_LENGTH = 128  # --length below this cannot hold a RULER task prompt (suite.MIN_TASK_LENGTH)
+
+
+def check(models: list[str], minutes: float, out: Path, length: int | None = None) -> dict:
     """Raise for bad input before anything is written; returns the record already in ``out``."""
     if not models:
         raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
     if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
         raise CtxlensError(f"--budget must be a positive number of minutes, got {minutes}; e.g. --budget 10.")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < MIN_LENGTH):
+        raise CtxlensError(f"--length must be a whole number of tokens of at least {MIN_LENGTH}, got {length}; "
+                           "e.g. --length 1024, or leave it out to let the budget choose L.")
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the profile.")
     try:
@@ -56,6 +62,10 @@ def check(models: list[str], minutes: float, out: Path) -> dict:
     if old and old.get("budget_minutes") != minutes:
         raise CtxlensError(f"{out} holds a profile planned for a {old.get('budget_minutes')}-minute budget; run with "
                            f"--budget {old.get('budget_minutes')} to resume it, or use a new --out directory.")
+    if old and old.get("length") != length:
+        how = "without --length" if old.get("length") is None else f"with --length {old['length']}"
+        raise CtxlensError(f"{out} holds a profile planned {how}; run {how} to resume it, or use a new --out "
+                           "directory.")
     return old
 
 
@@ -69,9 +79,10 @@ class Profiled:
 
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
-            model_options: dict | None = None, progress: bool = True, *, clock=time.monotonic, probe=None,
-            runner=None) -> Profiled:
+            model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
+            clock=time.monotonic, probe=None, runner=None) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
+    ``length``: L for every model (default: the training length, capped by the budget).
     ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
     replaceable for tests."""
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
@@ -79,11 +90,12 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     from ctxlens.runner.execute import LOAD_KEYS, parse_model_options
 
     out, models = Path(out), list(dict.fromkeys(models))
-    record = check(models, minutes, out)
+    record = check(models, minutes, out, length)
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
-    record = {"budget_minutes": minutes, "models": dict(record.get("models") or {})}
+    record = {"budget_minutes": minutes, **({"length": length} if length is not None else {}),
+              "models": dict(record.get("models") or {})}
     labels = _labels(models, record)
     load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
     failed = 0
@@ -91,7 +103,7 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
         state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
         record["models"][spec] = state
         failed += _profile_one(spec, state, minutes * 60, out, record, load_options, model_options, progress,
-                               clock, probe, runner)
+                               clock, probe, runner, length)
     return Profiled(run_dirs(out, record), record, failed)
 
 
@@ -108,7 +120,7 @@ def _labels(models: list[str], record: dict) -> dict[str, str]:
 
 
 def _profile_one(spec, state, seconds, out, record, load_options, model_options, progress, clock, probe,
-                 runner) -> int:
+                 runner, length=None) -> int:
     from ctxlens.lm.loading import load
     from ctxlens.probes.throughput import Throughput, measure
     from ctxlens.runner.execute import run
@@ -122,7 +134,7 @@ def _profile_one(spec, state, seconds, out, record, load_options, model_options,
         skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
-        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None)
+        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, length)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),
                      size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
@@ -197,7 +209,8 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
         t0 = clock()
         try:
             runner(part["experiment"], [spec], where / part["name"], part["options"],
-                   {**model_options, **part["model_options"]}, progress=progress, announce=False, loaded={spec: lm})
+                   {**model_options, **part["model_options"]}, progress=progress, announce=False, loaded={spec: lm},
+                   meta={"profile_length": state["size"]["length"]})
             part.update(status="done", error=None)
         except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
             part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")

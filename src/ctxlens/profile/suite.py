@@ -98,8 +98,9 @@ class Part:
 
 
 def _niah(size: Size, info: ModelInfo) -> dict:
+    """An odd number of depths (3 .. 11), so depth 50 is always among them (the middle-dip line)."""
     return {"task": "niah_single_1", "lengths": lengths(size, info, (1 / 8, 1 / 4, 1 / 2, 1, 1.5, 2), MIN_TASK_LENGTH),
-            "depths": spread(knob(size.scale, 3, 11)), "n_samples": knob(size.scale, 2, 20), "batch_size": 4,
+            "depths": spread(2 * knob(size.scale, 1, 5) + 1), "n_samples": knob(size.scale, 2, 20), "batch_size": 4,
             "max_new_tokens": NEEDLE_BUDGET}
 
 

@@ -208,6 +208,7 @@ def run(
     progress: bool = True,
     announce: bool | None = None,
     loaded: dict | None = None,
+    meta: dict | None = None,
 ) -> RunStore:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
 
@@ -216,7 +217,9 @@ def run(
     stderr once it has loaded, before its first forward, then a time estimate from a short
     throughput probe. Nothing is written to ``out`` before the first unit's rows are ready (see the
     module docstring). ``loaded``: {spec: LM} already loaded with these model options, used instead
-    of loading them again (``ctxlens profile`` loads a model once for its whole suite).
+    of loading them again (``ctxlens profile`` loads a model once for its whole suite). ``meta``:
+    what the caller states about the run, written to config.yaml under ``meta`` and never compared
+    on resume (``ctxlens profile``: the profile's length L, which the context-use card reads).
     """
     from ctxlens.core.errors import CtxlensError
 
@@ -234,7 +237,7 @@ def run(
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the run.")
     options = {k.replace("-", "_"): getattr(config, k.replace("-", "_")) for k in options}  # stored parsed
     announce = progress if announce is None else announce
-    run_cfg = run_config(experiment, models, options, model_options)
+    run_cfg = {**run_config(experiment, models, options, model_options), **({"meta": dict(meta)} if meta else {})}
     check_ours(out)
     check_config(out, run_cfg, compare_keys=COMPARE_KEYS)
     _same_options(out, exp, config)
