@@ -358,7 +358,8 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     niah = _retrieval(rows.of("niah-depth", model)) or [
         r for r in _retrieval(rows.of("ruler", model)) if str(r.get("task", "")).startswith("niah_single")]
     heads, masking = positional(rows.of("positional-heads", model), rows.of("head-masking", model), model)
-    lines = [length_line(model, L, info), effective(rows.of("ruler", model), model, L, threshold), retrieval_2l(niah, model, L),
+    lines = [length_line(model, L, info), effective(rows.of("ruler", model), model, L, threshold),
+             retrieval_2l(niah, model, L),
              middle_dip(_retrieval(rows.of("niah-depth", model)), model, L), loss_fit(rows.of("loss-vs-length", model),
                                                                                        model),
              usable_context(rows.of("loss-vs-length", model), model, L), ppl_2l(rows.of("suffix-ppl", model), model, L),

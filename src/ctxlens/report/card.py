@@ -45,8 +45,8 @@ def card_section(card: dict[str, list[Line]], beside: list[tuple[str, bytes]], l
     note = el("p", "Uncertainties as each cell states: binomial standard errors (SE) and one-sided two-proportion "
                    "z-tests for accuracies, the fit's SEs (usable context: delta method), SEs over seeds, Fisher-z "
                    "95% intervals for correlations, a t interval over random draws for masking. L (the first line) is "
-                   "the length a profile was built around, else the model's training length; usable context is where the fit gains less than {USABLE_GAIN} nats per "
-                   "doubling.", class_="note")
+                   "the length a profile was built around, else the model's training length; usable context is where "
+                   f"the fit gains less than {USABLE_GAIN} nats per doubling.", class_="note")
     return el("section", el("h2", "Context-use card"), note, card_table(card, labels),
               el("div", figures, class_="cols") if figures else "", id="card")
 
