@@ -179,9 +179,11 @@ def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
     assert speed.decode_seconds(20) == pytest.approx(2.0)
     exp = get_experiment("ruler")
     config = make_config(exp.Config, {"tasks": ["niah_single_1"], "n_samples": 2, "max_new_tokens": 10})
-    assert exp.work(config, {"task": "niah_single_1", "length": 110}) == [Work(2, 100, 20)]
+    assert exp.work(config, {"task": "niah_single_1", "length": 110}) == [Work(2, 100, 20, 8)]
     line = plans.estimate(exp, config, [{"task": "niah_single_1", "length": 110}], speed)
-    assert "about 4 s" in line  # 2 x 100 tokens at 100/s (2 s) + 20 tokens at 10/s (2 s)
+    assert "about 3 s" in line  # 2 x 100 tokens at 100/s (2 s) + one batch of 2 decoding 10 steps at 10/s (1 s)
+    assert Work(5, 100, 50, 4).decode_steps == 2 * 10  # batches of 4 and 1, ten tokens each
+    assert Work(5, 100, 50).decode_steps == 50 and Work(3, 100).decode_steps == 0
     got = measure(ctxlens.load("zoo:random-llama"), budget=0.5)
     assert got.prefill > 0 and got.decode > 0 and got.slope >= 0 and 32 <= got.at <= 4096
 

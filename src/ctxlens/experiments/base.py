@@ -49,15 +49,24 @@ def lengths_that_fit(info, candidates, extrapolate: bool) -> list[int]:
 @dataclass(frozen=True)
 class Work:
     """Tokens one unit processes: ``sequences`` forwards of ``length`` tokens and ``new_tokens``
-    generated in all (greedy decoding after those prompts)."""
+    generated in all (greedy decoding after those prompts), ``batch`` sequences decoded together."""
 
     sequences: int
     length: int
     new_tokens: int = 0
+    batch: int = 1
 
     @property
     def prompt_tokens(self) -> int:
         return self.sequences * self.length
+
+    @property
+    def decode_steps(self) -> int:
+        """Decoding steps: each batch of ``batch`` sequences takes one step per token of one sequence."""
+        if not self.new_tokens or not self.sequences:
+            return 0
+        batches = -(-self.sequences // max(1, self.batch))
+        return batches * -(-self.new_tokens // self.sequences)
 
 
 @dataclass(frozen=True)

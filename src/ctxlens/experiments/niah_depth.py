@@ -67,7 +67,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
 
 def work(config: Config, unit: dict) -> list[Work]:
     new = config.max_new_tokens or get_task(unit["task"]).budget
-    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new)]
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
 
 
 register(Experiment(

@@ -78,7 +78,7 @@ def budget(config: TaskOptions, task: str) -> int:
 def work(config: Config, unit: dict) -> list[Work]:
     """``n_samples`` prompts of the length less the generation budget, and that budget each."""
     new = budget(config, unit["task"])
-    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new)]
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
 
 
 register(Experiment(

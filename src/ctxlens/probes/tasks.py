@@ -151,8 +151,9 @@ def _sample_key(prompt: list[int], budget: int) -> str:
     return hashlib.sha256(json.dumps([list(map(int, prompt)), int(budget)]).encode()).hexdigest()[:32]
 
 
-def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None) -> tuple[int, int, int]:
-    """(prompts, tokens per prompt, tokens generated in all) a unit of ``task`` at ``length`` plans
+def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None
+            ) -> tuple[int, int, int, int]:
+    """(prompts, tokens per prompt, tokens generated in all, prompts per batch) a unit of ``task`` at ``length`` plans
     for the experiments' ``work`` hooks: each prompt fills ``length`` less its budget, or only the
     visible ``fraction`` of that (``visible-fraction``, ``position-weighted-qa``)."""
     from ctxlens.tasks import get_task
@@ -161,7 +162,7 @@ def planned(config: TaskOptions, task: str, length: int, fraction: float | None 
     fill = max(1, length - new)
     if fraction is not None:
         fill = max(1, round(fraction * fill))
-    return config.n_samples, fill, config.n_samples * new
+    return config.n_samples, fill, config.n_samples * new, config.batch_size
 
 
 def visible_ids(ids: list[int], visible: int, keep: int) -> list[int]:

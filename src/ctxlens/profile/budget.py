@@ -2,8 +2,8 @@
 
 A part's estimate is the sum, over its units, of the tokens its experiment's ``work`` hook states
 (``ctxlens.runner.plans.unit_work``) at the probe's pace (``Throughput.prefill_seconds`` and
-``decode_seconds``), times the part's ``factor`` (captured states, per-query work), plus a fixed
-cost per unit. ``fit`` chooses, in this order:
+``decode_seconds`` per decoding step: batched sequences decode together), times the part's
+``factor`` (captured states, per-query work), plus a fixed cost per unit. ``fit`` chooses, in this order:
 
 1. the length L: the training length, halved while the suite at its smallest sample counts
    would take more than ``LENGTH_SHARE`` of the time (never below ``FLOOR``; the plan then says
@@ -86,7 +86,7 @@ def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: 
     for unit in units:
         for w in plans.unit_work(exp, config, unit) or []:
             tokens += w.prompt_tokens + w.new_tokens
-            seconds += speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.new_tokens)
+            seconds += speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps)
     seconds = (seconds * part.factor + UNIT_SECONDS * len(units)) * slow
     longest = max([*options.get("lengths", []), options.get("detect_length") or 0])
     beyond = info.max_positions is not None and longest > info.max_positions

@@ -103,7 +103,7 @@ def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -
     known = [w for ws in works if ws is not None for w in ws]
     if not known:
         return f"  throughput: {speed.describe()}; no time estimate (the experiment states no token counts)"
-    seconds = sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.new_tokens) for w in known)
+    seconds = sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps) for w in known)
     partial = " for the units with known tokens" if None in works else ""
     return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; batch 1, from a short probe on "
             "this machine)")
