@@ -51,6 +51,19 @@ def test_power_law_uncertainties_match_the_sampling_spread():
     assert ((inside > 0.88) & (inside < 0.99)).all(), inside
 
 
+def test_power_law_correlations_match_the_sampling_correlation():
+    """corr(C, gamma) etc. as the fit reports them against the correlation of the estimates over noise draws."""
+    x = np.geomspace(4, 1024, 9)  # a short profile's lengths: C and gamma strongly correlated
+    rng = np.random.default_rng(3)
+    fits = [fit_power_law(x, power_law(x, 2.0, 3.0, 0.6) + rng.normal(0, 0.01, x.size)) for _ in range(400)]
+    est = np.array([[f["C0"], f["C"], f["gamma"]] for f in fits])  # [400, 3]
+    sampled = np.corrcoef(est.T)  # [3, 3]
+    for (i, a), (j, b) in [((0, "C0"), (1, "C")), ((0, "C0"), (2, "gamma")), ((1, "C"), (2, "gamma"))]:
+        reported = np.median([f.correlation[f"{a},{b}"] for f in fits])
+        assert abs(reported - sampled[i, j]) < 0.1, (a, b, reported, sampled[i, j])
+    assert np.median([f.correlation["C,gamma"] for f in fits]) > 0.5  # large enough that ignoring it would mislead
+
+
 def test_linear_fit_exact_and_under_noise():
     x = np.linspace(-3, 7, 15)
     exact = fit_linear(x, 2.5 * x - 1.0)
@@ -89,7 +102,8 @@ def test_too_few_points_are_flagged_never_nan():
 
 def test_rows_are_tidy():
     rows = fit_power_law(LENGTHS, power_law(LENGTHS, 1.0, 2.0, 0.5)).rows()
-    assert [r["quantity"] for r in rows] == ["C0", "C", "gamma", "r2"]
+    assert [r["quantity"] for r in rows] == ["C0", "C", "gamma", "r2", "corr(C0, C)", "corr(C0, gamma)",
+                                             "corr(C, gamma)"]
     assert {tuple(sorted(r)) for r in rows} == {("fit", "flag", "n_points", "quantity", "stderr", "value")}
     assert [r["quantity"] for r in fit_linear([1, 2, 3], [1, 3, 2]).rows()] == ["slope", "intercept", "r2", "pearson_r"]
 

@@ -29,7 +29,8 @@ def _rows() -> dict[str, list[dict]]:
     niah = [{"task": "niah_single_2", "length": n, "depth": d, "sample": i, "score": 100.0 * ((i + int(d)) % k != 0)}
             for n, k in ((L, 3), (2 * L, 2)) for d in (0.0, 50.0, 100.0) for i in range(12)]
     fit = [{"stage": "fit", "fit": "power_law", "quantity": q, "value": v, "stderr": se, "n_points": 8}
-           for q, v, se in (("C0", 2.0, 0.05), ("C", 3.0, 0.4), ("gamma", 0.6, 0.08), ("r2", 0.97, None))]
+           for q, v, se in (("C0", 2.0, 0.05), ("C", 3.0, 0.4), ("gamma", 0.6, 0.08), ("r2", 0.97, None),
+                                ("corr(C, gamma)", 0.9, None))]
     ppl = [{"length": n, "seed": s, "nll": v}
            for n, s, v in ((L, 0, 3.1), (L, 1, 3.3), (2 * L, 0, 3.6), (2 * L, 1, 3.5))]
     accs = [{"length": L, "layer": i, "stream": "residual", "accs": a}
@@ -98,7 +99,8 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
         return math.log((c * (1 - 2 ** -g) / 0.01) ** (1 / g))
     h = 1e-6
     dc, dg = (log_l(3 + h, 0.6) - log_l(3 - h, 0.6)) / 2 / h, (log_l(3, 0.6 + h) - log_l(3, 0.6 - h)) / 2 / h
-    assert math.isclose(card["usable_context"].numbers["se_log"], math.hypot(0.4 * dc, 0.08 * dg), rel_tol=1e-5)
+    var = (0.4 * dc) ** 2 + (0.08 * dg) ** 2 + 2 * 0.9 * (0.4 * dc) * (0.08 * dg)  # with corr(C, gamma) = 0.9
+    assert math.isclose(card["usable_context"].numbers["se_log"], math.sqrt(var), rel_tol=1e-5)
     assert card["loss_fit"].numbers["C0"] == 2.0 and card["loss_fit"].numbers["gamma_se"] == 0.08
     # perplexity at 2L vs L: NLL difference and its SE over seeds
     ppl = card["ppl_2l"].numbers

@@ -9,7 +9,8 @@ whether it is below the training length. Uncertainties, as each line says:
 - binomial standard errors of accuracies (sqrt(p(1-p)/n)), one-sided two-proportion z-tests for
   drops (``long_sequence._proportion_drop``, z > 1.645);
 - the fit's own standard errors for C0 and gamma (``loss-vs-length`` fit rows), propagated to the
-  usable context by the delta method on log l (covariance not recorded, so ignored);
+  usable context by the delta method on log l with the correlation of C and gamma the fit records
+  (``corr(C, gamma)``; runs written before it existed are read as uncorrelated);
 - standard errors over seeds for suffix perplexity; Fisher-z 95% intervals for correlations
   (Spearman with the 1.06 / (n - 3) variance of Fieller, Hartley and Pearson); a t interval over
   the random draws for the head-masking effect.
@@ -208,7 +209,8 @@ def usable_length(c: float, gamma: float, gain: float = USABLE_GAIN) -> float:
 
 
 def usable_context(rows: list[dict], model: str, L: int) -> Line:
-    """l* from the fit, with a factor-of uncertainty from the delta method on log l*."""
+    """l* from the fit, with a factor-of uncertainty from the delta method on log l* (both
+    standard errors and their correlation; no uncertainty when either error is unknown)."""
     fit = _fit(rows)
     if not {"C", "gamma"} <= set(fit) or None in (fit["C"][0], fit["gamma"][0]):
         return _absent("usable_context", model, "not measured: no loss-vs-length fit rows")
@@ -222,8 +224,11 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
                     f"{USABLE_GAIN} nats per doubling at every length", "", "beyond L", {"usable": None})
     d_c = 1 / (g * c)
     d_g = -math.log(c * (1 - 2 ** -g) / USABLE_GAIN) / g ** 2 + (2 ** -g * math.log(2)) / (g * (1 - 2 ** -g))
-    se_log = math.sqrt((d_c * (sec or 0)) ** 2 + (d_g * (seg or 0)) ** 2) if sec is not None or seg is not None \
-        else None
+    rho = (_fit(rows).get("corr(C, gamma)") or (None, None))[0]
+    se_log = None
+    if sec is not None and seg is not None:  # var(log l*) = g' Cov g, with the estimates' correlation rho
+        var = (d_c * sec) ** 2 + (d_g * seg) ** 2 + 2 * d_c * d_g * (rho or 0.0) * sec * seg
+        se_log = math.sqrt(max(var, 0.0))
     unc = "-" if se_log is None or se_log > 700 else f"x/÷ {math.exp(se_log):.3g} (delta method, 1 SE)"
     verdict = "within L" if lstar <= L else "beyond L"
     return Line("usable_context", model, lstar, f"{lstar:.0f} tokens (L = {L}; gain < {USABLE_GAIN} nats/doubling)",

@@ -33,6 +33,8 @@ class Fit:
     rmse: float | None = None
     pearson_r: float | None = None  # linear fits only
     flag: str | None = None  # why something is missing or unreliable; None when all is well
+    correlation: dict[str, float] | None = None  # power law: {"C,gamma": the estimates' correlation}, each pair
+
 
     def __getitem__(self, name: str) -> float | None:
         return self.params[name]
@@ -45,6 +47,8 @@ class Fit:
         """Tidy rows, one per quantity: {fit, quantity, value, stderr, n_points, flag}."""
         out = [{"quantity": k, "value": v, "stderr": self.stderr.get(k)} for k, v in self.params.items()]
         out.append({"quantity": "r2", "value": self.r2, "stderr": None})
+        out += [{"quantity": f"corr({pair.replace(',', ', ')})", "value": v, "stderr": None}
+                for pair, v in (self.correlation or {}).items()]
         if self.model == "linear":
             out.append({"quantity": "pearson_r", "value": self.pearson_r, "stderr": None})
         return [{"fit": self.model, **r, "n_points": self.n_points, "flag": self.flag} for r in out]
@@ -93,11 +97,11 @@ def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0)) -> 
     flags = []
     if not lo + 1e-6 < math.log(theta[2]) < hi - 1e-6:
         flags.append(f"gamma reached the end of its search range {gamma_range}")
-    stderr, why = _stderr(_power_jacobian(x, theta), ss, n)
+    cov, why = _covariance(_power_jacobian(x, theta), ss, n)
     if why:
         flags.append(why)
-    return Fit("power_law", params, dict(zip(POWER_PARAMS, stderr)) if stderr else dict(none),
-               1.0 - ss / ss_tot, n, rmse=math.sqrt(ss / n), flag="; ".join(flags) or None)
+    return Fit("power_law", params, _errors(cov, POWER_PARAMS, none), 1.0 - ss / ss_tot, n, rmse=math.sqrt(ss / n),
+               flag="; ".join(flags) or None, correlation=_correlations(cov, POWER_PARAMS))
 
 
 def _linear_given_gamma(x, y, gamma: float) -> tuple[tuple[float, float], float]:
@@ -182,17 +186,16 @@ def fit_linear(x, y) -> Fit:
     else:
         r2, r = 1.0 - ss / syy, sxy / math.sqrt(sxx * syy)
     jac = np.stack([x, np.ones_like(x)], 1)  # [n, 2]
-    stderr, why = _stderr(jac, ss, n)
+    cov, why = _covariance(jac, ss, n)
     if why:
         flags.append(why)
-    return Fit("linear", {"slope": slope, "intercept": intercept},
-               dict(zip(("slope", "intercept"), stderr)) if stderr else dict(none),
+    return Fit("linear", {"slope": slope, "intercept": intercept}, _errors(cov, ("slope", "intercept"), none),
                r2, n, rmse=math.sqrt(ss / n), pearson_r=r, flag="; ".join(flags) or None)
 
 
 # ------------------------------------------------------------------------------- shared
-def _stderr(jac: np.ndarray, ss: float, n: int) -> tuple[list[float] | None, str | None]:
-    """1-sigma errors from s² (JᵀJ)⁻¹, or (None, reason)."""
+def _covariance(jac: np.ndarray, ss: float, n: int) -> tuple[np.ndarray | None, str | None]:
+    """The estimates' covariance s² (JᵀJ)⁻¹ [p, p] from the Jacobian ``jac`` [n, p], or (None, reason)."""
     p = jac.shape[1]
     if n <= p:
         return None, f"{n} points for {p} parameters leave no residual degrees of freedom, so no uncertainties"
@@ -203,8 +206,23 @@ def _stderr(jac: np.ndarray, ss: float, n: int) -> tuple[list[float] | None, str
     corr = jtj / np.outer(scale, scale)
     if np.linalg.cond(corr) > 1e12:
         return None, "the parameters are not separately identifiable from these points, so no uncertainties"
-    cov = np.linalg.inv(corr) / np.outer(scale, scale) * (ss / (n - p))
-    return [float(math.sqrt(max(v, 0.0))) for v in np.diag(cov)], None
+    return np.linalg.inv(corr) / np.outer(scale, scale) * (ss / (n - p)), None
+
+
+def _errors(cov: np.ndarray | None, names: tuple[str, ...], none: dict) -> dict[str, float | None]:
+    """1-sigma standard errors, the square roots of ``cov``'s [p, p] diagonal, by parameter name."""
+    if cov is None:
+        return dict(none)
+    return {k: float(math.sqrt(max(v, 0.0))) for k, v in zip(names, np.diag(cov))}
+
+
+def _correlations(cov: np.ndarray | None, names: tuple[str, ...]) -> dict[str, float] | None:
+    """{"a,b": corr(a, b)} for every pair of parameters (a before b in ``names``), from ``cov`` [p, p]."""
+    if cov is None:
+        return None
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))  # [p]
+    return {f"{names[i]},{names[j]}": float(cov[i, j] / (sd[i] * sd[j])) if sd[i] > 0 and sd[j] > 0 else 0.0
+            for i in range(len(names)) for j in range(i + 1, len(names))}
 
 
 def _xy(a, b, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
