@@ -4,7 +4,8 @@
     ctxlens run --config run.yaml
     ctxlens models | experiments | demo | zoo list
     ctxlens report RUN_DIR [RUN_DIR ...] --out report.html [--findings findings.json]
-    ctxlens profile MODEL [MODEL ...] [--budget MINUTES] [--out DIR] [--device ...]
+    ctxlens profile MODEL [MODEL ...] [--budget MINUTES] [--length L] [--out DIR] [--device ...]
+    ctxlens card RUN_DIR|PROFILE_DIR [...]
     ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR [--NAME VALUE ...]
 
 Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
@@ -70,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("--findings", help="JSON list of findings to open the report with")
     rp.add_argument("--threshold", type=float, help="RULER's effective length is the largest length whose mean score "
                     "exceeds this (default 85.6)")
+    cd = sub.add_parser("card", help="print the context-use card of one or more runs (or a profile's directory)")
+    cd.add_argument("runs", nargs="+", help="run directories, folders of them, or a `ctxlens profile` --out directory")
+    cd.add_argument("--threshold", type=float, help="RULER's effective-length threshold (default 85.6)")
     d = sub.add_parser("demo", help="every experiment on the trained zoo, the papers' findings, one report")
     d.add_argument("--out", default="ctxlens-demo", help="directory for the runs, findings.json and report.html")
     d.add_argument("--quick", action="store_true", help="a smaller suite (under two minutes) on at most two models")
@@ -324,6 +328,20 @@ def _cmd_zoo(args) -> int:
     return 0
 
 
+def _cmd_card(args) -> int:
+    from ctxlens.findings.card import card_of_runs
+    from ctxlens.report.card import card_markdown
+    from ctxlens.results import read_runs
+    from ctxlens.tasks.scoring import THRESHOLD
+
+    card = card_of_runs(read_runs(args.runs), threshold=THRESHOLD if args.threshold is None else args.threshold)
+    if not card:
+        print("no run holds rows of the card's experiments (ruler, niah-depth, loss-vs-length, ...); nothing to show.")
+        return 1
+    print(card_markdown(card))
+    return 0
+
+
 def _cmd_profile(args) -> int:
     from ctxlens.profile import profile
     from ctxlens.report import build_report
@@ -373,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "profile":
             return _cmd_profile(args)
+        if args.command == "card":
+            return _cmd_card(args)
         if args.command == "demo":
             from ctxlens.demo import demo
 

@@ -52,7 +52,8 @@ def is_run_dir(path: Path) -> bool:
 
 def run_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """Run directories named by ``paths``; a folder that is not a run itself stands for the run
-    directories directly inside it (e.g. the output of ``ctxlens demo``)."""
+    directories directly inside it (e.g. the output of ``ctxlens demo``), or, when none is, for
+    those one level further down (the output of ``ctxlens profile``: ``DIR/<model>/<part>``)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: list[Path] = []
@@ -63,6 +64,9 @@ def run_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
             found.append(p)
             continue
         children = sorted(c for c in p.iterdir() if c.is_dir() and is_run_dir(c))
+        if not children:
+            children = sorted(g for c in p.iterdir() if c.is_dir() and not c.name.startswith(".")
+                              for g in c.iterdir() if g.is_dir() and is_run_dir(g))
         if not children:
             raise CtxlensError(f"{p} holds no ctxlens run (no config.yaml or results); "
                                "pass the --out directory of a run.")

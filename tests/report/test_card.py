@@ -245,3 +245,31 @@ def test_a_fit_with_gamma_near_zero_gives_an_unbounded_usable_context_not_an_ove
             (("C0", 1.0, 0.1), ("C", 200.0, 5.0), ("gamma", 1e-4, 1e-3))]
     line = usable_context(rows, "m", 8192)
     assert line.value is None and "unbounded" in line.text and line.verdict == "beyond L"
+
+
+def test_a_fit_flagged_at_the_end_of_its_gamma_range_is_degenerate_not_a_fall():
+    from ctxlens.findings.card import loss_fit, usable_context
+    from ctxlens.metrics.fits import fit_power_law
+
+    lengths = [4, 8, 16, 32, 64, 128, 256]
+    straight = fit_power_law(lengths, [5.0 - 0.01 * n for n in lengths])  # a falling line: no power law in it
+    assert straight.flag and "search range" in straight.flag  # the fit itself says so (the independent truth)
+    rows = [{"stage": "fit", **r} for r in straight.rows()]
+    assert loss_fit(rows, "m").verdict.startswith("degenerate fit (gamma reached the end of its search range")
+    assert usable_context(rows, "m", 256).verdict == "untested"
+    clean = fit_power_law(lengths, [2.0 + 3.0 * n ** -0.6 for n in lengths])
+    assert loss_fit([{"stage": "fit", **r} for r in clean.rows()], "m").verdict == "falls with context, as expected"
+
+
+def test_the_card_command_prints_a_profiles_card_as_markdown(tmp_path, capsys):
+    from ctxlens.cli import main
+
+    root = tmp_path / "profile" / "hub-tiny-rope"  # a profile's layout: DIR/<model>/<part>
+    _runs(root)
+    assert main(["card", str(tmp_path / "profile")]) == 0
+    table = capsys.readouterr().out.strip().splitlines()
+    assert table[0] == f"| question | paper's expectation | {M} |" and len(table) == 2 + 12
+    want = {x.key: x for x in card_of_runs(read_runs([root / e for e in _rows()]))[M]}
+    assert f"**{want['accs_depth'].text}**" in next(t for t in table if t.startswith("| ACCS depth trend"))
+    assert main(["card", str(tmp_path)]) == 2  # no run two levels down from here: one sentence
+    assert "holds no ctxlens run" in capsys.readouterr().err

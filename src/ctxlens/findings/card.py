@@ -187,17 +187,29 @@ def _fit(rows: list[dict]) -> dict[str, tuple[float | None, float | None]]:
             if r.get("stage") == "fit" and r.get("fit", "power_law") == "power_law"}
 
 
+def _fit_flag(rows: list[dict]) -> str | None:
+    """The power-law fit's flag (a gamma at the end of its search range, no degrees of freedom), if any."""
+    flags = {str(r["flag"]) for r in rows if r.get("stage") == "fit" and r.get("fit", "power_law") == "power_law"
+             and r.get("flag")}
+    return "; ".join(sorted(flags)) or None
+
+
 def loss_fit(rows: list[dict], model: str) -> Line:
-    """C0 and gamma of C0 + C / l^gamma as the ``loss-vs-length`` fit rows record them, with their SEs."""
+    """C0 and gamma of C0 + C / l^gamma as the ``loss-vs-length`` fit rows record them, with their
+    SEs; a fit the rows flag (gamma at the end of its search range: no power law in the points)
+    is reported as degenerate, not as a fall."""
     fit = _fit(rows)
     if not {"C0", "C", "gamma"} <= set(fit) or fit["gamma"][0] is None:
         return _absent("loss_fit", model, "not measured: no loss-vs-length fit rows")
     (c0, se0), (c, _), (g, seg) = fit["C0"], fit["C"], fit["gamma"]
     r2 = fit.get("r2", (None, None))[0]
     falls = c is not None and c > 0 and g > 0
+    flag = _fit_flag(rows)
+    verdict = (f"degenerate fit ({flag})" if flag and "search range" in flag else
+               "falls with context, as expected" if falls else "does not fall with context")
     return Line("loss_fit", model, g, f"C0 = {_n(c0)} nats, gamma = {_n(g)} (R^2 {_n(r2)})",
-                f"± {_n(se0)} / ± {_n(seg)} (fit SE)", "falls with context, as expected" if falls
-                else "does not fall with context", {"C0": c0, "C0_se": se0, "gamma": g, "gamma_se": seg, "r2": r2})
+                f"± {_n(se0)} / ± {_n(seg)} (fit SE)", verdict,
+                {"C0": c0, "C0_se": se0, "gamma": g, "gamma_se": seg, "r2": r2, "flag": flag})
 
 
 def usable_length(c: float, gamma: float, gain: float = USABLE_GAIN) -> float:
@@ -215,6 +227,9 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
     if not {"C", "gamma"} <= set(fit) or None in (fit["C"][0], fit["gamma"][0]):
         return _absent("usable_context", model, "not measured: no loss-vs-length fit rows")
     (c, sec), (g, seg) = fit["C"], fit["gamma"]
+    flag = _fit_flag(rows)
+    if flag and "search range" in flag:
+        return Line("usable_context", model, None, "none: the fit is degenerate", flag, "untested", {"flag": flag})
     if not (c > 0 and g > 0):
         return Line("usable_context", model, None, "none: the fit does not fall with context", "",
                     "no context is used", {})

@@ -50,3 +50,27 @@ def card_section(card: dict[str, list[Line]], beside: list[tuple[str, bytes]], l
     return el("section", el("h2", "Context-use card"), note, card_table(card, labels),
               el("div", figures, class_="cols") if figures else "", id="card")
 
+
+
+def _md(value: str) -> str:
+    """``value`` safe inside a Markdown table cell: pipes escaped, no line breaks."""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = None) -> str:
+    """The card as a Markdown table (the README's reference cards, ``ctxlens card``): lines down,
+    models across, each cell the number, its uncertainty and the verdict."""
+    labels = labels or {}
+    models = list(card)
+    by = {m: {line.key: line for line in lines} for m, lines in card.items()}
+    out = ["| question | paper's expectation | " + " | ".join(_md(labels.get(m, m)) for m in models) + " |",
+           "|---|---|" + "---|" * len(models)]
+    for key, (question, _paper, expected) in QUESTIONS.items():
+        cells = []
+        for m in models:
+            line = by[m].get(key)
+            parts = [] if line is None else [f"**{line.text}**" if line.verdict or line.value is not None
+                                             else line.text, line.uncertainty, line.verdict]
+            cells.append(_md("; ".join(p for p in parts if p)) or "-")
+        out.append(f"| {_md(question)} | {_md(expected)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
