@@ -273,3 +273,18 @@ def test_the_card_command_prints_a_profiles_card_as_markdown(tmp_path, capsys):
     assert f"**{want['accs_depth'].text}**" in next(t for t in table if t.startswith("| ACCS depth trend"))
     assert main(["card", str(tmp_path)]) == 2  # no run two levels down from here: one sentence
     assert "holds no ctxlens run" in capsys.readouterr().err
+
+
+def test_one_seed_of_suffix_perplexity_takes_its_se_from_the_sequences():
+    from ctxlens.findings.card import ppl_2l, usable_context
+
+    rows = [{"length": L, "seed": 0, "nll": 2.0, "nll_se": 0.03, "n_sequences": 8},
+            {"length": 2 * L, "seed": 0, "nll": 2.2, "nll_se": 0.04, "n_sequences": 8}]
+    line = ppl_2l(rows, "m", L)
+    assert math.isclose(line.numbers["se"], 0.05) and "SE over 8 sequences" in line.uncertainty
+    assert line.verdict == "rises beyond L"  # 0.2 > 1.96 x 0.05
+    old = [{k: v for k, v in r.items() if k != "nll_se"} for r in rows]  # rows written before nll_se existed
+    assert ppl_2l(old, "m", L).numbers["se"] is None and ppl_2l(old, "m", L).verdict == "rises (untested)"
+    fit = [{"stage": "fit", "fit": "power_law", "quantity": q, "value": v, "stderr": None}
+           for q, v in (("C0", -2.4), ("C", 6.0), ("gamma", 0.13))]
+    assert usable_context(fit, "m", 1024).text.startswith("1.") and "e+" in usable_context(fit, "m", 1024).text

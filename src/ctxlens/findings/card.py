@@ -234,6 +234,7 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
         return Line("usable_context", model, None, "none: the fit does not fall with context", "",
                     "no context is used", {})
     lstar = usable_length(c, g)
+    shown = f"{lstar:.0f}" if lstar < 1e6 else f"{lstar:.3g}"
     if math.isinf(lstar):
         return Line("usable_context", model, None, f"unbounded: with gamma = {_n(g)} the fit gains over "
                     f"{USABLE_GAIN} nats per doubling at every length", "", "beyond L", {"usable": None})
@@ -246,7 +247,7 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
         se_log = math.sqrt(max(var, 0.0))
     unc = "-" if se_log is None or se_log > 700 else f"x/÷ {math.exp(se_log):.3g} (delta method, 1 SE)"
     verdict = "within L" if lstar <= L else "beyond L"
-    return Line("usable_context", model, lstar, f"{lstar:.0f} tokens (L = {L}; gain < {USABLE_GAIN} nats/doubling)",
+    return Line("usable_context", model, lstar, f"{shown} tokens (L = {L}; gain < {USABLE_GAIN} nats/doubling)",
                 unc, verdict, {"usable": lstar, "se_log": se_log})
 
 
@@ -256,17 +257,26 @@ def _var_mean(values: list[float], mean: float) -> float:
 
 
 def ppl_2l(rows: list[dict], model: str, L: int) -> Line:
-    """Mean suffix NLL with 2L and L of context (over seeds), the difference and its SE over seeds."""
-    def nlls(length: int) -> list[float]:
-        return [float(r["nll"]) for r in rows if r.get("length") == length and r.get("nll") is not None]
+    """Mean suffix NLL with 2L and L of context (over seeds), the difference and its SE: over seeds
+    when there are several, else from each row's SE over its sequences (``nll_se``), combined as
+    if independent (the same suffix tokens at both lengths make the true SE smaller: conservative)."""
+    def at(length: int) -> list[dict]:
+        return [r for r in rows if r.get("length") == length and r.get("nll") is not None]
 
-    a, b = nlls(L), nlls(2 * L)
+    ra, rb = at(L), at(2 * L)
+    a, b = [float(r["nll"]) for r in ra], [float(r["nll"]) for r in rb]
     if not a or not b:
         return _absent("ppl_2l", model, f"not measured: no suffix-ppl rows at both {L} and {2 * L}")
     ma, mb = sum(a) / len(a), sum(b) / len(b)
-    se = math.sqrt(_var_mean(a, ma) + _var_mean(b, mb)) if len(a) > 1 and len(b) > 1 else None
     diff = mb - ma
-    unc = f"± {_n(se)} nats (SE over seeds)" if se is not None else "no SE: one row per length"
+    if len(a) > 1 and len(b) > 1:
+        se = math.sqrt(_var_mean(a, ma) + _var_mean(b, mb))
+        unc = f"± {_n(se)} nats (SE over seeds)"
+    elif len(a) == len(b) == 1 and ra[0].get("nll_se") is not None and rb[0].get("nll_se") is not None:
+        se = math.hypot(float(ra[0]["nll_se"]), float(rb[0]["nll_se"]))
+        unc = f"± {_n(se)} nats (SE over {ra[0].get('n_sequences', '?')} sequences, unpaired: conservative)"
+    else:
+        se, unc = None, "no SE: one row per length"
     if se is not None and abs(diff) > Z95 * se:
         verdict = "rises beyond L" if diff > 0 else "falls: context beyond L helps"
     else:

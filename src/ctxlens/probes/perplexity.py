@@ -31,16 +31,21 @@ def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
 
 
 def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
-    """{"n_tokens", "nll", "ppl", "flag"} of the last ``suffix_len`` tokens of windows [n, L]."""
-    total, count = 0.0, 0
+    """{"n_tokens", "nll", "nll_se", "ppl", "flag"} of the last ``suffix_len`` tokens of windows
+    [n, L]; ``nll_se``: the standard error of ``nll`` over the n windows (each window's mean NLL
+    one observation; None for one window)."""
+    per_window: list[float] = []
+    count = 0
     for b0 in range(0, windows.shape[0], batch_size):
         nll = suffix_nll(lm, windows[b0:b0 + batch_size], suffix_len)  # [B, N]
-        total += float(nll.double().sum())
+        per_window += nll.double().mean(dim=1).tolist()
         count += nll.numel()
-    mean = total / count
+    mean = sum(per_window) / len(per_window)  # every window scores N tokens: the mean over all of them
     if not math.isfinite(mean):
-        return {"n_tokens": count, "nll": None, "ppl": None, "flag": "non-finite loss"}
-    return {"n_tokens": count, "nll": mean, "ppl": math.exp(min(mean, 700.0)), "flag": None}
+        return {"n_tokens": count, "nll": None, "nll_se": None, "ppl": None, "flag": "non-finite loss"}
+    n = len(per_window)
+    se = math.sqrt(sum((x - mean) ** 2 for x in per_window) / (n - 1) / n) if n > 1 else None
+    return {"n_tokens": count, "nll": mean, "nll_se": se, "ppl": math.exp(min(mean, 700.0)), "flag": None}
 
 
 def window_nll(lm, ids: torch.Tensor) -> torch.Tensor:
