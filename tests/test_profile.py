@@ -159,6 +159,16 @@ def test_length_sets_L_for_every_model_and_each_part_records_it(llama, tmp_path,
         profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake)
 
 
+def test_parts_that_generate_and_parts_that_do_not_are_rescaled_by_their_own_pace():
+    ratios = command._ratios({True: [100.0, 70.0], False: [0.0, 0.0]})
+    assert ratios == {True: pytest.approx(0.7), False: 1.0}  # early stops say nothing of a forward's pace
+    assert command._ratios({True: [100.0, 150.0], False: [0.0, 0.0]})[False] == pytest.approx(1.5)  # a busy machine
+    assert command._ratios({True: [100.0, 70.0], False: [50.0, 80.0]}) == {True: pytest.approx(0.7),
+                                                                            False: pytest.approx(1.6)}
+    assert command._ratios({True: [10.0, 100.0], False: [10.0, 1.0]}) == {True: 4.0, False: 0.25}  # clamped
+    assert {p.name for p in suite.PARTS if p.generates} == {"niah-depth", "ruler", "head-masking"}
+
+
 def test_the_needle_depths_always_include_the_middle():
     info = ModelInfo("llama", "transformer", "rope", 8192, False, 8192, None, 576)
     for scale in (0.0, 0.1, 0.2, 0.33, 0.5, 0.7, 1.0):

@@ -15,8 +15,10 @@ A part's estimate is the sum, over its units, of the tokens its experiment's ``w
 3. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time.
 
 ``refit`` does steps 2-3 again for the parts not yet started, at the same L, when the parts run so
-far took longer or much shorter than planned (their ratio ``slow`` multiplies the estimates): the
-profile shrinks what is left rather than overrun, and grows it rather than idle.
+far took longer or much shorter than planned (their ratio ``slow`` multiplies the estimates; one
+ratio for the parts that generate answers and one for those that only run forwards, since early
+stops make the first kind's estimates the less exact): the profile shrinks what is left rather
+than overrun, and grows it rather than idle.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Planned:
     tokens: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    estimate: float = 0.0  # seconds before any slowness ratio: what a part's spent time is compared with
 
 
 @dataclass
@@ -78,8 +81,16 @@ def configured(part: Part, size: Size, info: ModelInfo):
     return exp, options, config
 
 
-def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: float = 1.0) -> Planned:
-    """``part`` at ``size``: its units, tokens and estimated seconds (times ``slow``)."""
+Slow = float | dict[bool, float]  # one ratio, or one per kind: {part.generates: ratio}
+
+
+def slowness(part: Part, slow: Slow) -> float:
+    """The ratio that multiplies ``part``'s estimate: ``slow`` itself, or its entry for the part's kind."""
+    return slow[part.generates] if isinstance(slow, dict) else slow
+
+
+def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: Slow = 1.0) -> Planned:
+    """``part`` at ``size``: its units, tokens and estimated seconds (times its ``slowness``)."""
     exp, options, config = configured(part, size, info)
     units = exp.plan(config)
     tokens, seconds = 0, 0.0
@@ -87,14 +98,14 @@ def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: 
         for w in plans.unit_work(exp, config, unit) or []:
             tokens += w.prompt_tokens + w.new_tokens
             seconds += speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps)
-    seconds = (seconds * part.factor + UNIT_SECONDS * len(units)) * slow
+    estimate = seconds * part.factor + UNIT_SECONDS * len(units)
     longest = max([*options.get("lengths", []), options.get("detect_length") or 0])
     beyond = info.max_positions is not None and longest > info.max_positions
     return Planned(part.name, part.experiment, options, {"allow_extrapolation": True} if beyond else {}, len(units),
-                   tokens, seconds, part.notes(size, info))
+                   tokens, estimate * slowness(part, slow), part.notes(size, info), estimate)
 
 
-def _total(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, slow: float) -> float:
+def _total(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, slow: Slow) -> float:
     return sum(plan_part(p, size, info, speed, slow).seconds for p in parts)
 
 
@@ -103,7 +114,7 @@ def profile_length(info: ModelInfo) -> int:
     return info.train_length or info.max_positions or DEFAULT_LENGTH
 
 
-def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, left_out: dict,
+def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, left_out: dict,
          notes: list) -> tuple[list[Part], Size]:
     """Reduce, then drop, parts until the smallest suite fits ``seconds``; then take back, in
     drop order, the dropped parts that fit the room left."""
@@ -125,7 +136,7 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: float
     return sorted(parts, key=lambda p: order.index(p.name)), size
 
 
-def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: float, top: float) -> Size:
+def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, top: float) -> Size:
     """``size`` with the largest scale <= ``top`` whose suite fits ``seconds``."""
     if _total(parts, dataclasses.replace(size, scale=top), info, speed, slow) <= seconds:
         return dataclasses.replace(size, scale=top)
@@ -166,9 +177,9 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
 
 
 def refit(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float,
-          slow: float) -> Fit:
+          slow: Slow) -> Fit:
     """The not-yet-started ``parts`` fitted again to ``seconds`` at ``size``'s length, their
-    estimates times ``slow`` (the ratio of spent to planned time so far)."""
+    estimates times ``slow`` (the ratio of spent to planned time so far, one or one per kind)."""
     left_out: dict[str, str] = {}
     notes: list[str] = []
     kept, smaller = _cut(parts, dataclasses.replace(size, scale=0.0), info, speed, TARGET * seconds, slow,

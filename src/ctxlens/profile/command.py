@@ -183,7 +183,8 @@ def _size_dict(size: Size) -> dict:
 
 def _part_record(p: fitting.Planned, status: str) -> dict:
     return {"name": p.name, "experiment": p.experiment, "options": p.options, "model_options": p.model_options,
-            "units": p.units, "tokens": p.tokens, "planned_s": round(p.seconds, 1), "notes": p.notes,
+            "units": p.units, "tokens": p.tokens, "planned_s": round(p.seconds, 1),
+            "estimate_s": round(p.estimate, 1), "notes": p.notes,
             "status": status}
 
 
@@ -194,13 +195,12 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
     info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
     deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
     where = out / state["label"]
-    planned_here = spent_here = 0.0
+    paces: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}  # generates -> [estimated, spent]
     failed = 0
     ran: set[str] = set()
     while True:
-        if planned_here > 0:  # after each part: rescale what is left by how the parts so far went
-            ratio = min(RATIO[1], max(RATIO[0], spent_here / planned_here))
-            _recalibrate(state, where, ratio, deadline - clock(), info, speed)
+        if any(est > 0 for est, _ in paces.values()):  # after each part: rescale what is left by how it went
+            _recalibrate(state, where, _ratios(paces), deadline - clock(), info, speed)
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
         if part is None:
@@ -217,7 +217,9 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
             failed += 1
         spent = clock() - t0
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
-        planned_here, spent_here = planned_here + part["planned_s"], spent_here + spent
+        pace = paces[_generates(part["name"])]
+        pace[0] += part.get("estimate_s", part["planned_s"])  # records before estimate_s: the plan
+        pace[1] += spent
         _write(out, record)
         print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
               + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
@@ -227,19 +229,37 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
     return failed
 
 
-def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, speed) -> None:
+def _generates(name: str) -> bool:
+    return next(p.generates for p in PARTS if p.name == name)
+
+
+def _ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
+    """Spent / estimated seconds of the parts run so far, per kind (those that generate answers, those
+    that only run forwards), clamped to ``RATIO``; a kind not yet run takes the ratio of all parts
+    when that is slower than planned (a busy machine slows both kinds), else 1 (answers that stop
+    early say nothing of a forward's pace)."""
+    est, spent = sum(e for e, _ in paces.values()), sum(s for _, s in paces.values())
+    clamp = lambda x: min(RATIO[1], max(RATIO[0], x))  # noqa: E731
+    every = max(1.0, clamp(spent / est)) if est > 0 else 1.0
+    return {kind: clamp(s / e) if e > 0 else every for kind, (e, s) in paces.items()}
+
+
+def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: float, info, speed) -> None:
     """Refit the parts not started (no run directory yet, planned or left out by the budget) to the
-    time ``left`` when the parts run so far took ``ratio`` times their plan and what remains would
-    overrun it (shrink) or leave much of it unused (grow); recorded in ``adjustments``."""
+    time ``left`` when the parts run so far took ``ratios`` times their estimates (per kind: see
+    ``_ratios``) and what remains would overrun it (shrink) or leave much of it unused (grow);
+    recorded in ``adjustments``."""
     fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()]
-    need = sum(p["planned_s"] for p in fresh if p["status"] == "planned") * ratio
+    need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["name"])]
+               for p in fresh if p["status"] == "planned")
     behind = need > fitting.TARGET * max(left, 0.0)
-    ahead = ratio < 0.8 and (need < 0.6 * left or any(p["status"] == "left out" for p in fresh))
+    slowest = max(ratios[_generates(p["name"])] for p in fresh) if fresh else 1.0
+    ahead = slowest < 0.8 and (need < 0.6 * left or any(p["status"] == "left out" for p in fresh))
     if not fresh or not (behind or ahead):
         return
     size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
     parts = [p for p in PARTS if p.name in {f["name"] for f in fresh}]
-    fit = fitting.refit(parts, size, info, speed, max(left, 0.0), ratio)
+    fit = fitting.refit(parts, size, info, speed, max(left, 0.0), ratios)
     kept = {p.name: p for p in fit.parts}
     before = [(r["name"], r["status"], r["options"]) for r in fresh]
     for rec in fresh:
@@ -252,7 +272,8 @@ def _recalibrate(state: dict, where: Path, ratio: float, left: float, info, spee
                 " (refitted to the time left after earlier parts)")
     if before == [(r["name"], r["status"], r["options"]) for r in fresh]:
         return
-    note = (f"{'behind' if behind else 'ahead of'} the plan (parts took x{ratio:.2f} their estimate): the "
+    note = (f"{'behind' if behind else 'ahead of'} the plan (parts took x{ratios[True]:.2f} their estimate when "
+            f"generating, x{ratios[False]:.2f} when not): the "
             f"{len(fresh)} parts not started refitted to the {duration(left)} left (scale {fit.size.scale:.2f}; "
             f"planned: {', '.join(kept) or 'none'})")
     state["adjustments"].append(note)

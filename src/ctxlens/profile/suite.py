@@ -94,6 +94,7 @@ class Part:
     needs_tokenizer: bool = False
     factor: float = 1.0
     reducible: bool = False  # can run below its statistical floor (flagged) before it is dropped
+    generates: bool = False  # decodes answers (its pace differs from a forward's: early stops, batches)
     notes: Callable[[Size, ModelInfo], list[str]] = field(default=lambda size, info: [])
 
 
@@ -175,8 +176,9 @@ def _entropy_notes(size: Size, info: ModelInfo) -> list[str]:
 
 PARTS: tuple[Part, ...] = (
     Part("niah-depth", "niah-depth", "single needle, depth x length, RULER's wording, fact-free haystack", _niah,
-         drop_order=2, needs_tokenizer=True),
-    Part("ruler", "ruler", "the core RULER tasks at L/4 .. L", _ruler, drop_order=11, needs_tokenizer=True),
+         drop_order=2, needs_tokenizer=True, generates=True),
+    Part("ruler", "ruler", "the core RULER tasks at L/4 .. L", _ruler, drop_order=11, needs_tokenizer=True,
+         generates=True),
     Part("loss-vs-length", "loss-vs-length", "loss with l visible tokens, l = 4 .. L, and the power-law fit", _loss,
          drop_order=1),
     Part("suffix-ppl", "suffix-ppl", "suffix perplexity given up to 2L of context", _suffix_ppl, drop_order=4),
@@ -189,7 +191,7 @@ PARTS: tuple[Part, ...] = (
     Part("positional-heads", "positional-heads", "positional heads (Bonferroni over heads)", _heads, drop_order=6,
          factor=2.5),
     Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs random draws", _masking,
-         drop_order=9, factor=1.3),
+         drop_order=9, factor=1.3, generates=True),
     Part("intrinsic-entropy", "intrinsic-entropy", "intrinsic entropy and dimension of the final features", _entropy,
          drop_order=8, reducible=True, notes=_entropy_notes),
 )
