@@ -62,7 +62,7 @@ class FakeRun:
         (out / "config.yaml").write_text("experiment: x\n")
         record = json.loads((out.parent.parent / command.RECORD).read_text())
         part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
-        self.now += part["planned_s"] * self.slow
+        self.now += part["planned_s"] * (1.0 if part.get("top_up") else self.slow)  # a top-up's plan is a measured pace
         self.calls.append((experiment, options))
         self.metas.append(kw.get("meta"))
 
@@ -157,6 +157,21 @@ def test_length_sets_L_for_every_model_and_each_part_records_it(llama, tmp_path,
                 runner=fake)
     with pytest.raises(CtxlensError, match="planned with --length 256"):
         profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake)
+
+
+def test_time_left_at_the_end_goes_to_more_needle_samples_with_a_new_seed(llama, tmp_path):
+    fake, done = _fake_profile(llama, 10, tmp_path / "p", slow=0.5)  # every part at half its estimate
+    state = done.record["models"][llama]
+    extra = [p for p in state["parts"] if p.get("top_up")]
+    assert len(extra) == 1 and extra[0]["status"] == "done" and extra[0]["name"] == "niah-depth+1"
+    first = next(p for p in state["parts"] if p["name"] == "niah-depth")
+    assert extra[0]["options"] == {**first["options"], "seed": 1, "n_samples": extra[0]["options"]["n_samples"]}
+    assert extra[0]["options"]["n_samples"] >= 1 and fake.calls[-1][0] == "niah-depth"
+    assert 0.8 * 600 <= fake.now <= 1.2 * 600  # the budget is used, not exceeded
+    again = FakeRun()  # a resume: nothing left to do, and no second top-up
+    again.now = fake.now
+    profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED, runner=again)
+    assert again.calls == []
 
 
 def test_parts_that_generate_and_parts_that_do_not_are_rescaled_by_their_own_pace():

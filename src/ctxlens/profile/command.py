@@ -32,6 +32,8 @@ REPORT_SECONDS = 0.05  # share of the budget kept for the report
 PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
 CALIBRATE = 512  # tokens of the forward that re-times a probe that stopped shorter
 RATIO = (0.25, 4.0)  # the spent / planned ratio that rescales the rest is clamped to this range
+TOP_UP = "niah-depth"  # the part that takes the time left at the end: its samples pool across seeds
+TOP_UP_SHARE = 0.1  # ... when at least this share of the budget (and a minute) is left
 
 
 def label(spec: str) -> str:
@@ -203,6 +205,9 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
             _recalibrate(state, where, _ratios(paces), deadline - clock(), info, speed)
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
+        if part is None and not any(p.get("top_up") and p["name"] in ran for p in state["parts"]):
+            part = _top_up(state, deadline - clock(), seconds)  # once per run of the command
+            _write(out, record)
         if part is None:
             break
         ran.add(part["name"])
@@ -217,7 +222,7 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
             failed += 1
         spent = clock() - t0
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
-        pace = paces[_generates(part["name"])]
+        pace = paces[_generates(part["experiment"])]
         pace[0] += part.get("estimate_s", part["planned_s"])  # records before estimate_s: the plan
         pace[1] += spent
         _write(out, record)
@@ -229,8 +234,34 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
     return failed
 
 
-def _generates(name: str) -> bool:
-    return next(p.generates for p in PARTS if p.name == name)
+def _generates(experiment: str) -> bool:
+    return next(p.generates for p in PARTS if p.experiment == experiment)
+
+
+def _top_up(state: dict, left: float, seconds: float) -> dict | None:
+    """When every part is done and at least ``TOP_UP_SHARE`` of the budget is left, a further run of
+    the needle grid (``TOP_UP``) with a new seed, as many samples as the time left affords at the
+    pace its first run took; its rows pool with the first's (the card's L-vs-2L and middle-dip lines
+    gain samples). Added to the record's parts (``top_up``); None when there is no room."""
+    base = next((p for p in state["parts"] if p["name"] == TOP_UP and p["status"] == "done"), None)
+    if base is None or left < max(60.0, TOP_UP_SHARE * seconds) or not base.get("spent_s"):
+        return None
+    per_sample = base["spent_s"] / base["options"]["n_samples"]
+    n = int(fitting.TARGET * left / per_sample)
+    if n < 1:
+        return None
+    k = 1 + sum(1 for p in state["parts"] if p.get("top_up"))
+    options = {**base["options"], "n_samples": n, "seed": int(base["options"].get("seed", 0)) + k}
+    planned = round(n * per_sample, 1)
+    part = {"name": f"{TOP_UP}+{k}", "experiment": base["experiment"], "options": options,
+            "model_options": base.get("model_options", {}), "units": base.get("units"),
+            "tokens": int(base.get("tokens", 0) * n / base["options"]["n_samples"]), "planned_s": planned,
+            "estimate_s": planned, "status": "planned", "top_up": True,
+            "notes": [f"top-up: {TOP_UP} again with seed {options['seed']}, {n} samples per cell, for the "
+                      f"{duration(left)} left"]}
+    state["parts"].append(part)
+    print(f"  {part['notes'][0]}", flush=True)
+    return part
 
 
 def _ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
@@ -250,10 +281,10 @@ def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: floa
     ``_ratios``) and what remains would overrun it (shrink) or leave much of it unused (grow);
     recorded in ``adjustments``."""
     fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()]
-    need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["name"])]
+    need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["experiment"])]
                for p in fresh if p["status"] == "planned")
     behind = need > fitting.TARGET * max(left, 0.0)
-    slowest = max(ratios[_generates(p["name"])] for p in fresh) if fresh else 1.0
+    slowest = max(ratios[_generates(p["experiment"])] for p in fresh) if fresh else 1.0
     ahead = slowest < 0.8 and (need < 0.6 * left or any(p["status"] == "left out" for p in fresh))
     if not fresh or not (behind or ahead):
         return
