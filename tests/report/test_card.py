@@ -288,3 +288,14 @@ def test_one_seed_of_suffix_perplexity_takes_its_se_from_the_sequences():
     fit = [{"stage": "fit", "fit": "power_law", "quantity": q, "value": v, "stderr": None}
            for q, v in (("C0", -2.4), ("C", 6.0), ("gamma", 0.13))]
     assert usable_context(fit, "m", 1024).text.startswith("1.") and "e+" in usable_context(fit, "m", 1024).text
+
+
+def test_a_correlation_over_two_lengths_is_untested():
+    from ctxlens.findings.card import ce_entropy
+
+    two = [{"stage": "fit", "x": "intrinsic_entropy", "n_eig": 64, "quantity": "pearson_r", "value": 1.0,
+            "n_points": 2}]
+    line = ce_entropy(two, "m")
+    assert line.verdict == "untested" and "any two points give r = ±1" in line.uncertainty
+    three = [{**two[0], "value": -0.99, "n_points": 3}]
+    assert ce_entropy(three, "m").verdict == "linear, as expected"

@@ -364,13 +364,17 @@ def positional(heads: list[dict], mask: list[dict], model: str) -> tuple[Line, L
 
 def ce_entropy(rows: list[dict], model: str) -> Line:
     """Pearson r of CE on the intrinsic entropy (the fit over lengths, largest n measured) with
-    its Fisher-z 95% interval over the fit's points, and R^2 = r^2."""
+    its Fisher-z 95% interval over the fit's points, and R^2 = r^2; untested on fewer than three
+    lengths."""
     fits = [r for r in rows if r.get("stage") == "fit" and r.get("x") == "intrinsic_entropy"
             and r.get("quantity") == "pearson_r" and r.get("value") is not None]
     if not fits:
         return _absent("ce_entropy", model, "not measured: no intrinsic-entropy fit rows")
     row = max(fits, key=lambda r: r.get("n_eig") or 0)
     r, n = float(row["value"]), int(row.get("n_points") or 0)
+    if n < 3:  # a line through two points: r is +-1 whatever the model does
+        return Line("ce_entropy", model, r, f"r = {r:.3f} (n = {row.get('n_eig')} eigenvalues)",
+                    f"{n} lengths: any two points give r = ±1", "untested", {"r": r, "n": n, "ci": None})
     ci = _fisher(r, n)
     unc = "-" if ci is None else f"95% CI {ci[0]:.2f} to {ci[1]:.2f} (Fisher z, n = {n} lengths)"
     return Line("ce_entropy", model, r, f"r = {r:.3f}, R^2 = {r * r:.3f} (n = {row.get('n_eig')} eigenvalues)",
