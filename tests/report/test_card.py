@@ -299,3 +299,13 @@ def test_a_correlation_over_two_lengths_is_untested():
     assert line.verdict == "untested" and "any two points give r = ±1" in line.uncertainty
     three = [{**two[0], "value": -0.99, "n_points": 3}]
     assert ce_entropy(three, "m").verdict == "linear, as expected"
+
+
+def test_with_no_effective_length_the_card_shows_the_task_set_at_the_longest_complete_length():
+    from ctxlens.findings.card import effective
+
+    rows = [{"model": M, **r} for r in _rows()["ruler"]]
+    rows += [{"model": M, "task": "cwe", "length": 256, "sample": i, "score": 50.0} for i in range(4)]  # 128: cwe absent
+    line = effective(rows, M, L, threshold=99.0)
+    assert line.value is None and line.numbers["at"] == 256
+    assert math.isclose(line.numbers["score"], (90.0 + 60.0 + 50.0) / 3)  # niah_single_1, vt, cwe at 256

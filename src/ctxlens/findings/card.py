@@ -32,7 +32,7 @@ from ctxlens.findings.long_sequence import MIDDLE_DEPTHS, Z_ONE_SIDED_05, _propo
 from ctxlens.findings.models import has_rope, local_model, reaches, recurrent_hybrid
 from ctxlens.findings.positional import masking_summary, significant_heads
 from ctxlens.findings.verdicts import PAPERS, Rows
-from ctxlens.tasks.scoring import THRESHOLD, effective_length
+from ctxlens.tasks.scoring import THRESHOLD, effective_length, length_means
 
 USABLE_GAIN = 0.01  # nats per doubling of the context: the "usable context" threshold
 Z95 = 1.959963984540054
@@ -125,12 +125,14 @@ def length_line(model: str, L: int, info: dict | None) -> Line:
 
 def effective(rows: list[dict], model: str, L: int, threshold: float) -> Line:
     """RULER's effective length (``tasks.scoring.effective_length``) and the task-set mean at it
-    with its standard error (per task: sd / sqrt(n); the mean of T tasks: sqrt(sum se^2) / T)."""
+    with its standard error (per task: sd / sqrt(n); the mean of T tasks: sqrt(sum se^2) / T);
+    when there is none, the mean at the longest length up to L where the whole task set was scored."""
     ruler = [r for r in rows if r.get("score") is not None]
     if not ruler:
         return _absent("effective_length", model, "not measured: no scored ruler rows")
     eff = effective_length(ruler, threshold, by=("model",)).get((model,))
-    at = eff if eff is not None else min(r["length"] for r in ruler)
+    whole = [m["length"] for m in length_means(ruler) if m["score"] is not None and m["length"] <= L]
+    at = eff if eff is not None else max(whole) if whole else min(r["length"] for r in ruler)
     tasks = sorted({r["task"] for r in ruler if r["length"] == at})
     ses, means = [], []
     for t in tasks:
