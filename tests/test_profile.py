@@ -170,8 +170,11 @@ def test_time_left_at_the_end_goes_to_more_needle_samples_with_a_new_seed(llama,
     assert 0.8 * 600 <= fake.now <= 1.2 * 600  # the budget is used, not exceeded
     again = FakeRun()  # a resume: nothing left to do, and no second top-up
     again.now = fake.now
-    profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED, runner=again)
+    spent = state["spent_s"]
+    resumed = profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED,
+                      runner=again)
     assert again.calls == []
+    assert resumed.record["models"][llama]["spent_s"] == spent  # the time of every run, not of the last one
 
 
 def test_parts_that_generate_and_parts_that_do_not_are_rescaled_by_their_own_pace():

@@ -228,7 +228,7 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
         _write(out, record)
         print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
               + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
-    state["spent_s"] = round(clock() - started, 1)
+    state["spent_s"] = round(state.get("spent_s", 0.0) + clock() - started, 1)  # over every run of the command
     state["load_average_after"] = _load()
     _write(out, record)
     return failed
