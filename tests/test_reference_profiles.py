@@ -1,0 +1,57 @@
+"""The committed reference profiles of SmolLM2-135M and Gemma-3-270M (``reference/profile``, made by
+``ctxlens profile ref:smollm2-135m ref:gemma3-270m``): their rows read back, the README's cards are
+those rows' card (``ctxlens card``), and their report opens in Chromium with the card first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxlens.cli import main
+from ctxlens.results import read_runs, run_dirs
+from tests.report._browser import Browser, find_chromium
+
+ROOT = Path(__file__).parents[1]
+PROFILE = ROOT / "reference" / "profile"
+README = ROOT / "README.md"
+MODELS = ("ref:smollm2-135m", "ref:gemma3-270m")
+BEGIN, END = "<!-- reference-cards:begin -->", "<!-- reference-cards:end -->"
+CHROMIUM = find_chromium()
+
+
+def test_the_profile_record_names_both_models_and_every_part_ended():
+    record = json.loads((PROFILE / "profile.json").read_text())
+    assert set(record["models"]) == set(MODELS)
+    for spec, state in record["models"].items():
+        assert {p["status"] for p in state["parts"]} <= {"done", "left out"}, spec
+        done = {p["name"] for p in state["parts"] if p["status"] == "done"}
+        assert {d.name for d in run_dirs(PROFILE / state["label"])} == done, spec
+    runs = read_runs(PROFILE)
+    assert {r["model"] for run in runs for r in run.rows} == set(MODELS)
+    assert all(run.config["meta"]["profile_length"] == record["length"] for run in runs)
+
+
+def test_the_readmes_cards_are_the_card_of_the_committed_rows(capsys):
+    text = README.read_text()
+    assert text.count(BEGIN) == text.count(END) == 1
+    block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
+    assert main(["card", str(PROFILE)]) == 0
+    assert block == capsys.readouterr().out.strip(), "README cards are stale: paste `ctxlens card reference/profile`"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_committed_report_opens_in_chromium_with_its_card_first(tmp_path):
+    with Browser(CHROMIUM, tmp_path / "browser") as browser:
+        page = browser.open(PROFILE / "report.html")
+        assert page.errors() == []
+        assert page.evaluate("document.querySelector('section').id") == "card"
+        heads = json.loads(page.evaluate("JSON.stringify([...document.querySelectorAll('#card thead th')]"
+                                         ".map(t => t.textContent))"))
+        assert all(any(m in h for h in heads) for m in MODELS)
+        assert int(page.evaluate("document.querySelectorAll('#card tbody tr').length")) == 12
+        images = json.loads(page.evaluate("JSON.stringify([...document.querySelectorAll('img')]"
+                                          ".map(i => i.complete && i.naturalWidth > 0))"))
+        assert images and all(images)
+        assert all(url.startswith(("file:", "data:")) for url in page.requests())
