@@ -177,10 +177,24 @@ def test_time_left_at_the_end_goes_to_more_needle_samples_with_a_new_seed(llama,
     assert resumed.record["models"][llama]["spent_s"] == spent  # the time of every run, not of the last one
 
 
+def test_parts_left_out_come_back_when_the_first_parts_run_fast(llama, tmp_path):
+    """A probe taken on a busy machine (decoding at a tenth of its pace) leaves the answer parts out;
+    the forward parts then run at a third of their estimates, and the refit takes them back."""
+    slow_probe = Throughput(prefill=SPEED.prefill, at=SPEED.at, slope=SPEED.slope, decode=2.0, seconds=0.0)
+    fake = FakeRun(slow=0.3)
+    done = profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: slow_probe,
+                   runner=fake)
+    state = done.record["models"][llama]
+    assert any("ahead of the plan" in note for note in state["adjustments"])
+    assert any(e in ("niah-depth", "ruler", "head-masking") for e, _ in fake.calls)  # an answer part came back
+    assert fake.now <= 1.2 * 180
+
+
 def test_parts_that_generate_and_parts_that_do_not_are_rescaled_by_their_own_pace():
     ratios = command._ratios({True: [100.0, 70.0], False: [0.0, 0.0]})
     assert ratios == {True: pytest.approx(0.7), False: 1.0}  # early stops say nothing of a forward's pace
     assert command._ratios({True: [100.0, 150.0], False: [0.0, 0.0]})[False] == pytest.approx(1.5)  # a busy machine
+    assert command._ratios({True: [0.0, 0.0], False: [100.0, 50.0]})[True] == pytest.approx(0.5)  # prompts are forwards
     assert command._ratios({True: [100.0, 70.0], False: [50.0, 80.0]}) == {True: pytest.approx(0.7),
                                                                             False: pytest.approx(1.6)}
     assert command._ratios({True: [10.0, 100.0], False: [10.0, 1.0]}) == {True: 4.0, False: 0.25}  # clamped

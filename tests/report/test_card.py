@@ -305,7 +305,8 @@ def test_with_no_effective_length_the_card_shows_the_task_set_at_the_longest_com
     from ctxlens.findings.card import effective
 
     rows = [{"model": M, **r} for r in _rows()["ruler"]]
-    rows += [{"model": M, "task": "cwe", "length": 256, "sample": i, "score": 50.0} for i in range(4)]  # 128: cwe absent
+    rows += [{"model": M, "task": "cwe", "length": 256, "sample": i, "score": 50.0}  # none at 128
+             for i in range(4)]
     line = effective(rows, M, L, threshold=99.0)
     assert line.value is None and line.numbers["at"] == 256
     assert math.isclose(line.numbers["score"], (90.0 + 60.0 + 50.0) / 3)  # niah_single_1, vt, cwe at 256

@@ -266,13 +266,14 @@ def _top_up(state: dict, left: float, seconds: float) -> dict | None:
 
 def _ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
     """Spent / estimated seconds of the parts run so far, per kind (those that generate answers, those
-    that only run forwards), clamped to ``RATIO``; a kind not yet run takes the ratio of all parts
-    when that is slower than planned (a busy machine slows both kinds), else 1 (answers that stop
-    early say nothing of a forward's pace)."""
+    that only run forwards), clamped to ``RATIO``. A kind not yet run takes the ratio of all parts,
+    except that forwards never take a faster one from answers (answers that stop early say nothing
+    of a forward's pace); answers take the forwards' either way (their prompts are forwards too)."""
     est, spent = sum(e for e, _ in paces.values()), sum(s for _, s in paces.values())
     clamp = lambda x: min(RATIO[1], max(RATIO[0], x))  # noqa: E731
-    every = max(1.0, clamp(spent / est)) if est > 0 else 1.0
-    return {kind: clamp(s / e) if e > 0 else every for kind, (e, s) in paces.items()}
+    every = clamp(spent / est) if est > 0 else 1.0
+    unseen = {True: every, False: max(1.0, every)}
+    return {kind: clamp(s / e) if e > 0 else unseen[kind] for kind, (e, s) in paces.items()}
 
 
 def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: float, info, speed) -> None:
@@ -284,8 +285,7 @@ def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: floa
     need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["experiment"])]
                for p in fresh if p["status"] == "planned")
     behind = need > fitting.TARGET * max(left, 0.0)
-    slowest = max(ratios[_generates(p["experiment"])] for p in fresh) if fresh else 1.0
-    ahead = slowest < 0.8 and (need < 0.6 * left or any(p["status"] == "left out" for p in fresh))
+    ahead = need < 0.6 * left or any(p["status"] == "left out" for p in fresh)  # the refit keeps what fits
     if not fresh or not (behind or ahead):
         return
     size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
