@@ -189,11 +189,12 @@ def _fit(rows: list[dict]) -> dict[str, tuple[float | None, float | None]]:
             if r.get("stage") == "fit" and r.get("fit", "power_law") == "power_law"}
 
 
-def _fit_flag(rows: list[dict]) -> str | None:
-    """The power-law fit's flag (a gamma at the end of its search range, no degrees of freedom), if any."""
+def _degenerate(rows: list[dict]) -> str | None:
+    """The power-law fit's flags when one says gamma ended at its search range (no power law in the
+    points; ``metrics.fits.fit_power_law``), else None."""
     flags = {str(r["flag"]) for r in rows if r.get("stage") == "fit" and r.get("fit", "power_law") == "power_law"
              and r.get("flag")}
-    return "; ".join(sorted(flags)) or None
+    return "; ".join(sorted(flags)) if any("search range" in f for f in flags) else None
 
 
 def loss_fit(rows: list[dict], model: str) -> Line:
@@ -206,8 +207,8 @@ def loss_fit(rows: list[dict], model: str) -> Line:
     (c0, se0), (c, _), (g, seg) = fit["C0"], fit["C"], fit["gamma"]
     r2 = fit.get("r2", (None, None))[0]
     falls = c is not None and c > 0 and g > 0
-    flag = _fit_flag(rows)
-    verdict = (f"degenerate fit ({flag})" if flag and "search range" in flag else
+    flag = _degenerate(rows)
+    verdict = (f"degenerate fit ({flag})" if flag else
                "falls with context, as expected" if falls else "does not fall with context")
     return Line("loss_fit", model, g, f"C0 = {_n(c0)} nats, gamma = {_n(g)} (R^2 {_n(r2)})",
                 f"± {_n(se0)} / ± {_n(seg)} (fit SE)", verdict,
@@ -229,8 +230,8 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
     if not {"C", "gamma"} <= set(fit) or None in (fit["C"][0], fit["gamma"][0]):
         return _absent("usable_context", model, "not measured: no loss-vs-length fit rows")
     (c, sec), (g, seg) = fit["C"], fit["gamma"]
-    flag = _fit_flag(rows)
-    if flag and "search range" in flag:
+    flag = _degenerate(rows)
+    if flag:
         return Line("usable_context", model, None, "none: the fit is degenerate", flag, "untested", {"flag": flag})
     if not (c > 0 and g > 0):
         return Line("usable_context", model, None, "none: the fit does not fall with context", "",
@@ -242,7 +243,7 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
                     f"{USABLE_GAIN} nats per doubling at every length", "", "beyond L", {"usable": None})
     d_c = 1 / (g * c)
     d_g = -math.log(c * (1 - 2 ** -g) / USABLE_GAIN) / g ** 2 + (2 ** -g * math.log(2)) / (g * (1 - 2 ** -g))
-    rho = (_fit(rows).get("corr(C, gamma)") or (None, None))[0]
+    rho = (fit.get("corr(C, gamma)") or (None, None))[0]
     se_log = None
     if sec is not None and seg is not None:  # var(log l*) = g' Cov g, with the estimates' correlation rho
         var = (d_c * sec) ** 2 + (d_g * seg) ** 2 + 2 * d_c * d_g * (rho or 0.0) * sec * seg

@@ -56,7 +56,8 @@ def recorded_lengths(runs) -> dict[str, int]:
     out: dict[str, int] = {}
     for run in runs:
         config = getattr(run, "config", None) or {}
-        length = (config.get("meta") or {}).get("profile_length") if isinstance(config.get("meta"), dict) else None
+        meta = config.get("meta")
+        length = meta.get("profile_length") if isinstance(meta, dict) else None
         if isinstance(length, int) and not isinstance(length, bool) and length > 0:
             out.update({str(m): length for m in config.get("models") or []})
     return out

@@ -25,6 +25,7 @@ from pathlib import Path
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.profile import budget as fitting
+from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, Size, skip_reason
 
 RECORD = "profile.json"
@@ -40,9 +41,6 @@ def label(spec: str) -> str:
     """A folder name for model ``spec``: 'ref:smollm2-135m' -> 'ref-smollm2-135m', a path -> its last part."""
     name = Path(spec).name if ("/" in spec or "\\" in spec) and Path(spec).exists() else spec
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
-
-
-MIN_LENGTH = 128  # --length below this cannot hold a RULER task prompt (suite.MIN_TASK_LENGTH)
 
 
 def check(models: list[str], minutes: float, out: Path, length: int | None = None) -> dict:

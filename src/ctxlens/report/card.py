@@ -13,6 +13,11 @@ from ctxlens.report.html import Raw, el, text
 BESIDE = ("niah-depth", "loss-vs-length")  # the figures drawn beside the card
 
 
+def _by_key(card: dict[str, list[Line]]) -> dict[str, dict[str, Line]]:
+    """{model: {line key: line}}."""
+    return {m: {line.key: line for line in lines} for m, lines in card.items()}
+
+
 def _cell(line: Line | None) -> Raw:
     if line is None:
         return el("td", "-")
@@ -28,7 +33,7 @@ def card_table(card: dict[str, list[Line]], labels: dict[str, str] | None = None
     models = list(card)
     head = el("tr", [el("th", "question"), el("th", "paper's expectation"),
                      *[el("th", labels.get(m, m)) for m in models]])
-    by = {m: {line.key: line for line in lines} for m, lines in card.items()}
+    by = _by_key(card)
     body = []
     for key, (question, paper, expected) in QUESTIONS.items():
         body.append(el("tr", el("td", el("b", question), el("div", paper, class_="paper")), el("td", expected),
@@ -51,7 +56,6 @@ def card_section(card: dict[str, list[Line]], beside: list[tuple[str, bytes]], l
               el("div", figures, class_="cols") if figures else "", id="card")
 
 
-
 def _md(value: str) -> str:
     """``value`` safe inside a Markdown table cell: pipes escaped, no line breaks."""
     return " ".join(str(value).split()).replace("|", "\\|")
@@ -62,7 +66,7 @@ def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = N
     models across, each cell the number, its uncertainty and the verdict."""
     labels = labels or {}
     models = list(card)
-    by = {m: {line.key: line for line in lines} for m, lines in card.items()}
+    by = _by_key(card)
     out = ["| question | paper's expectation | " + " | ".join(_md(labels.get(m, m)) for m in models) + " |",
            "|---|---|" + "---|" * len(models)]
     for key, (question, _paper, expected) in QUESTIONS.items():
