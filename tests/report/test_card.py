@@ -237,7 +237,7 @@ def test_a_fit_with_gamma_near_zero_gives_an_unbounded_usable_context_not_an_ove
     """SmolLM2's 10-minute profile fitted gamma near 0 on two samples: (C (1 - 2^-g) / 0.01)^(1/g)
     overflowed and took the whole card down. With C = 200 and gamma = 1e-4 the gain per doubling,
     C (1 - 2^-g) l^-g, is 0.0139 l^-0.0001: it falls below 0.01 only at l = e^3265, beyond any float."""
-    from ctxlens.findings.card import usable_context, usable_length
+    from ctxlens.findings.lines.loss import usable_context, usable_length
 
     assert math.isinf(usable_length(200.0, 1e-4))
     assert math.isclose(usable_length(2.0, 0.5), (2.0 * (1 - 2 ** -0.5) / 0.01) ** 2, rel_tol=1e-12)
@@ -248,7 +248,7 @@ def test_a_fit_with_gamma_near_zero_gives_an_unbounded_usable_context_not_an_ove
 
 
 def test_a_fit_flagged_at_the_end_of_its_gamma_range_is_degenerate_not_a_fall():
-    from ctxlens.findings.card import loss_fit, usable_context
+    from ctxlens.findings.lines.loss import loss_fit, usable_context
     from ctxlens.metrics.fits import fit_power_law
 
     lengths = [4, 8, 16, 32, 64, 128, 256]
@@ -276,7 +276,7 @@ def test_the_card_command_prints_a_profiles_card_as_markdown(tmp_path, capsys):
 
 
 def test_one_seed_of_suffix_perplexity_takes_its_se_from_the_sequences():
-    from ctxlens.findings.card import ppl_2l, usable_context
+    from ctxlens.findings.lines.loss import ppl_2l, usable_context
 
     rows = [{"length": L, "seed": 0, "nll": 2.0, "nll_se": 0.03, "n_sequences": 8},
             {"length": 2 * L, "seed": 0, "nll": 2.2, "nll_se": 0.04, "n_sequences": 8}]
@@ -291,7 +291,7 @@ def test_one_seed_of_suffix_perplexity_takes_its_se_from_the_sequences():
 
 
 def test_a_correlation_over_two_lengths_is_untested():
-    from ctxlens.findings.card import ce_entropy
+    from ctxlens.findings.lines.entropy import ce_entropy
 
     two = [{"stage": "fit", "x": "intrinsic_entropy", "n_eig": 64, "quantity": "pearson_r", "value": 1.0,
             "n_points": 2}]
@@ -302,7 +302,7 @@ def test_a_correlation_over_two_lengths_is_untested():
 
 
 def test_with_no_effective_length_the_card_shows_the_task_set_at_the_longest_complete_length():
-    from ctxlens.findings.card import effective
+    from ctxlens.findings.lines.needle import effective
 
     rows = [{"model": M, **r} for r in _rows()["ruler"]]
     rows += [{"model": M, "task": "cwe", "length": 256, "sample": i, "score": 50.0}  # none at 128

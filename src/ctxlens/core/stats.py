@@ -87,3 +87,162 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     if abs(rho) == 1.0:
         return rho, 0.0
     return rho, t_two_sided_p(rho * math.sqrt((n - 2) / (1.0 - rho * rho)), n - 2)
+
+
+# ------------------------------------------------------------------ intervals and exact tests
+# The card's verdicts are tests on independent items (texts, windows, haystacks, passkeys, random
+# draws; DESIGN.md principle 8). These are the primitives they share, each bounded to its
+# quantity's range: Wilson for a proportion, Newcombe's hybrid score for a difference of two
+# (unpaired: method 10 of Newcombe 1998a; paired: method 10 of Newcombe 1998b), exact binomial
+# tails, the exact McNemar / sign test for paired binary outcomes, randomization p-values with the
+# +1 of Phipson and Smyth, and a percentile bootstrap over whatever the caller calls an item.
+
+Z95 = 1.959963984540054
+
+
+def normal_quantile(p: float) -> float:
+    """The standard normal's p-quantile (``statistics.NormalDist``)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+def t_quantile(df: int, two_sided: float = 0.05) -> float:
+    """The t value with two-sided tail ``two_sided`` (bisection on ``t_two_sided_p``)."""
+    lo, hi = 0.0, 1000.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_two_sided_p(mid, df) > two_sided else (lo, mid)
+    return (lo + hi) / 2
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of the proportion k / n, inside [0, 1]; (0, 1) when n = 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe(k1: int, n1: int, k2: int, n2: int, z: float = Z95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of p1 - p2 for two independent proportions, inside [-1, 1]."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, z)
+    l2, u2 = wilson(k2, n2, z)
+    d = p1 - p2
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def newcombe_paired(both: int, only_first: int, only_second: int, neither: int, z: float = Z95
+                    ) -> tuple[float, float]:
+    """Newcombe's score interval of p1 - p2 for paired binary outcomes (each item scored under both
+    conditions: ``both`` items succeed in both, ``only_first`` in the first only, ...), inside [-1, 1]."""
+    a, b, c, d = both, only_first, only_second, neither
+    n = a + b + c + d
+    if n == 0:
+        return -1.0, 1.0
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson(a + b, n, z)
+    l2, u2 = wilson(a + c, n, z)
+    denom = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = 0.0 if denom == 0 else (a * d - b * c) / math.sqrt(denom)
+    diff = p1 - p2
+    lo = diff - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    hi = diff + math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return max(-1.0, lo), min(1.0, hi)
+
+
+def binom_tail(k: int, n: int, p: float = 0.5) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), summed exactly in log space."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * math.log(p)
+            + (n - i) * math.log1p(-p) for i in range(k, n + 1)]
+    top = max(logs)
+    return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
+
+
+def binomial_test(k: int, n: int, p: float = 0.5, alternative: str = "greater") -> float:
+    """Exact binomial p-value of k successes in n trials against success probability ``p``:
+    ``greater`` P(X >= k), ``less`` P(X <= k), ``two-sided`` twice the smaller tail (at most 1)."""
+    if n == 0:
+        return 1.0
+    upper = binom_tail(k, n, p)
+    lower = 1.0 - binom_tail(k + 1, n, p)
+    if alternative == "greater":
+        return upper
+    if alternative == "less":
+        return lower
+    return min(1.0, 2 * min(upper, lower))
+
+
+def mcnemar_exact(only_first: int, only_second: int, alternative: str = "greater") -> float:
+    """Exact McNemar test (a sign test on the discordant pairs) that the first condition succeeds
+    more often than the second (``greater``), less, or either way (``two-sided``)."""
+    return binomial_test(only_first, only_first + only_second, 0.5, alternative)
+
+
+def randomization_p(observed: float, null: Sequence[float], alternative: str = "less") -> float:
+    """(1 + #{null draws at least as extreme}) / (1 + n): a valid p-value from n exchangeable draws;
+    never below 1 / (n + 1)."""
+    if alternative == "less":
+        hits = sum(1 for x in null if x <= observed)
+    elif alternative == "greater":
+        hits = sum(1 for x in null if x >= observed)
+    else:
+        centre = sum(null) / len(null) if null else 0.0
+        hits = sum(1 for x in null if abs(x - centre) >= abs(observed - centre))
+    return (1 + hits) / (1 + len(null))
+
+
+def bootstrap(items: Sequence, statistic, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+              ) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of ``statistic(items)`` resampling whole items (the
+    independent unit: a text, a window, a haystack) with replacement; None with fewer than two
+    items or when the statistic is undefined on every resample. ``statistic`` takes a list of
+    items and returns a float (or None, skipped)."""
+    items = list(items)
+    if len(items) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_boot):
+        pick = rng.integers(0, len(items), len(items))
+        v = statistic([items[i] for i in pick])
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            values.append(float(v))
+    if not values:
+        return None
+    tail = (1 - level) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))
+
+
+def mde(se: float, alpha: float = 0.05, power: float = 0.8, sides: int = 1) -> float:
+    """The smallest true effect a test at level ``alpha`` detects with probability ``power`` when its
+    estimate has standard error ``se`` (normal approximation): (z_{1-alpha/sides} + z_power) se."""
+    return (normal_quantile(1 - alpha / sides) + normal_quantile(power)) * se
+
+
+def one_sample_t(values: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, its SE, two-sided p of mean = 0) for independent ``values`` (Student's t, n - 1 df);
+    p = 1 for fewer than two values or zero spread with mean 0, 0 for zero spread otherwise."""
+    v = [float(x) for x in values]
+    n = len(v)
+    if n < 2:
+        return (v[0] if v else math.nan), math.nan, 1.0
+    m = sum(v) / n
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
+    se = sd / math.sqrt(n)
+    if se == 0:
+        return m, 0.0, 1.0 if m == 0 else 0.0
+    return m, se, t_two_sided_p(m / se, n - 1)

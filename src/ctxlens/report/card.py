@@ -6,7 +6,8 @@ expectation beside each line; the depth x length heatmap and the loss curve draw
 
 from __future__ import annotations
 
-from ctxlens.findings.card import QUESTIONS, USABLE_GAIN, Line
+from ctxlens.findings.card import Line, questions
+from ctxlens.findings.lines.loss import USABLE_GAIN
 from ctxlens.report.figures import data_uri
 from ctxlens.report.html import Raw, el, text
 
@@ -35,7 +36,7 @@ def card_table(card: dict[str, list[Line]], labels: dict[str, str] | None = None
                      *[el("th", labels.get(m, m)) for m in models]])
     by = _by_key(card)
     body = []
-    for key, (question, paper, expected) in QUESTIONS.items():
+    for key, (question, paper, expected) in questions().items():
         body.append(el("tr", el("td", el("b", question), el("div", paper, class_="paper")), el("td", expected),
                        *[_cell(by[m].get(key)) for m in models]))
     return el("div", el("table", el("thead", head), el("tbody", body), class_="data card-table"), class_="scroll")
@@ -69,7 +70,7 @@ def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = N
     by = _by_key(card)
     out = ["| question | paper's expectation | " + " | ".join(_md(labels.get(m, m)) for m in models) + " |",
            "|---|---|" + "---|" * len(models)]
-    for key, (question, _paper, expected) in QUESTIONS.items():
+    for key, (question, _paper, expected) in questions().items():
         cells = []
         for m in models:
             line = by[m].get(key)
