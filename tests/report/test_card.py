@@ -63,7 +63,7 @@ def _spearman(x, y) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def test_card_numbers_match_an_independent_computation(tmp_path):
+def test_card_needle_lines_match_an_independent_computation(tmp_path):
     card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
     rows = _rows()
     # RULER effective length: mean over tasks per length, largest length above 85.6
@@ -87,6 +87,11 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
     dip = card["middle_dip"]
     assert math.isclose(dip.value, ends.mean() - mid.mean())
     assert math.isclose(dip.numbers["se"], math.sqrt(ends.var() / len(ends) + mid.var() / len(mid)))
+
+
+def test_card_loss_lines_match_an_independent_computation(tmp_path):
+    card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
+    rows = _rows()
     # usable context: C / l^g - C / (2l)^g = 0.01, solved numerically
     lo, hi = 1.0, 1e9
     for _ in range(200):
@@ -107,6 +112,11 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
     assert math.isclose(ppl["diff"], 3.55 - 3.2)
     assert math.isclose(ppl["se"], math.sqrt(np.var([3.1, 3.3], ddof=1) / 2 + np.var([3.6, 3.5], ddof=1) / 2))
     assert card["ppl_2l"].verdict == "rises beyond L"
+
+
+def test_card_accs_lines_match_an_independent_computation(tmp_path):
+    card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
+    rows = _rows()
     # ACCS depth trend
     accs = [r["accs"] for r in rows["accs-layers"]]
     rho = _spearman(list(range(6)), accs)
@@ -114,6 +124,12 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
     half = 1.959963984540054 * math.sqrt(1.06 / 3)
     assert np.allclose(card["accs_depth"].numbers["ci"], (math.tanh(math.atanh(rho) - half),
                                                           math.tanh(math.atanh(rho) + half)))
+    assert card["accs_plateau"].text.startswith("not measured")
+
+
+def test_card_rope_lines_match_an_independent_computation(tmp_path):
+    card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
+    rows = _rows()
     # positional heads (p < 0.05 / 4) and masking: top - mean(random), t interval with t(4, 0.975) = 2.776
     assert card["positional_heads"].value == 1
     draws = np.array([70.0, 80.0, 60.0, 90.0, 75.0])
@@ -121,9 +137,12 @@ def test_card_numbers_match_an_independent_computation(tmp_path):
     assert math.isclose(card["masking_effect"].value, 20.0 - draws.mean())
     assert math.isclose(mask["half"], 2.7764451051977987 * draws.std(ddof=1) / math.sqrt(5), rel_tol=1e-6)
     assert card["masking_effect"].verdict.startswith("top heads hurt more")
-    # CE vs intrinsic entropy
+
+
+def test_card_entropy_lines_match_an_independent_computation(tmp_path):
+    card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
+    rows = _rows()
     assert card["ce_entropy"].value == -0.99 and card["ce_entropy"].verdict.startswith("linear")
-    assert card["accs_plateau"].text.startswith("not measured")
 
 
 FAMILIES = {  # ModelInfo dicts of every family kind

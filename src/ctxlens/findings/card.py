@@ -31,7 +31,12 @@ from ctxlens.tasks.scoring import THRESHOLD
 @dataclass
 class Line:
     """One cell of the card: ``value`` (a number or None), ``text`` (the paper's quantity), its
-    ``uncertainty`` (n, interval, power), the ``verdict`` in words, and the numbers behind it."""
+    ``uncertainty`` (n, interval, power) and the ``verdict`` in words, the numbers behind them, and
+    the statistics every tested line states: ``n`` independent items of kind ``unit`` ("haystacks",
+    "texts", "windows", "passkeys", "prompts", "random draws"), the 95% ``interval`` of ``value``
+    (always inside ``bounds``, the quantity's range), and ``mde``, the smallest effect that n can
+    detect (5% level, 80% power), with ``underpowered`` set when the effect the paper expects is
+    smaller than that."""
 
     key: str
     model: str
@@ -40,6 +45,12 @@ class Line:
     uncertainty: str
     verdict: str
     numbers: dict = field(default_factory=dict)
+    n: int | None = None
+    unit: str = ""
+    interval: tuple[float, float] | None = None
+    bounds: tuple[float, float] | None = None
+    mde: float | None = None
+    underpowered: bool = False
 
 
 @dataclass(frozen=True)
