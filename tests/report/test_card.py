@@ -91,7 +91,6 @@ def test_card_needle_lines_match_an_independent_computation(tmp_path):
 
 def test_card_loss_lines_match_an_independent_computation(tmp_path):
     card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
-    rows = _rows()
     # usable context: C / l^g - C / (2l)^g = 0.01, solved numerically
     lo, hi = 1.0, 1e9
     for _ in range(200):
@@ -129,7 +128,6 @@ def test_card_accs_lines_match_an_independent_computation(tmp_path):
 
 def test_card_rope_lines_match_an_independent_computation(tmp_path):
     card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
-    rows = _rows()
     # positional heads (p < 0.05 / 4) and masking: top - mean(random), t interval with t(4, 0.975) = 2.776
     assert card["positional_heads"].value == 1
     draws = np.array([70.0, 80.0, 60.0, 90.0, 75.0])
@@ -141,7 +139,6 @@ def test_card_rope_lines_match_an_independent_computation(tmp_path):
 
 def test_card_entropy_lines_match_an_independent_computation(tmp_path):
     card = {line.key: line for line in card_of_runs(read_runs(_runs(tmp_path)))[M]}
-    rows = _rows()
     assert card["ce_entropy"].value == -0.99 and card["ce_entropy"].verdict.startswith("linear")
 
 
