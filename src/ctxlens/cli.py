@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError, suggest
 
 # fingerprints: read, not used
@@ -141,10 +142,7 @@ def _cmd_tasks(args, extra: list[str]) -> int:
         raise CtxlensError("No tokenizer given; pass --tokenizer with the model the data is for (hub id, directory, "
                            "GGUF, zoo:NAME, ref:NAME) so lengths count its tokens, or --tokenizer byte for byte-length "
                            "prompts.")
-    try:
-        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    except ValueError:
-        raise CtxlensError(f"--lengths must be comma-separated integers, got '{args.lengths}'.") from None
+    lengths = _export_numbers(args)
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers (--tokenizer zoo:NAME)
 
     files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out,
@@ -153,6 +151,28 @@ def _cmd_tasks(args, extra: list[str]) -> int:
     for f in files:
         print(f)
     return 0
+
+
+MAX_EXPORT_LENGTH = 1 << 22  # tokens: beyond any model's context
+MAX_EXPORT_N = 100_000  # samples per task and length (ctxlens.core.options.MAX_COUNT)
+MAX_NEW_TOKENS = 1 << 16
+
+
+def _export_numbers(args) -> list[int]:
+    """``tasks export``'s lengths, after checking them and ``--n``, ``--seed`` and ``--max-new-tokens``
+    against their bounds, before any tokenizer loads."""
+    try:
+        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
+    except ValueError:
+        raise CtxlensError(f"--lengths must be comma-separated integers, got '{args.lengths[:80]}'.") from None
+    bounds = {"--lengths": (lengths or [0], 1, MAX_EXPORT_LENGTH), "--n": ([args.n], 1, MAX_EXPORT_N),
+              "--seed": ([args.seed], 0, 2**32 - 1),
+              "--max-new-tokens": ([args.max_new_tokens or 1], 1, MAX_NEW_TOKENS)}
+    for flag, (values, low, high) in bounds.items():
+        bad = next((v for v in values if not low <= v <= high), None)
+        if bad is not None:
+            raise CtxlensError(f"{flag} must be between {low} and {high}, got {bad}; e.g. {flag} {max(low, 1)}.")
+    return lengths
 
 
 def _experiment_options(extra: list[str]) -> dict:
@@ -227,11 +247,15 @@ def _cmd_run(args, extra: list[str]) -> int:
         if value is not None:
             model_options[key] = value
     if isinstance(model_options.get("rope_scaling"), str):
+        from ctxlens.core import yaml_safe
+
         try:
-            model_options["rope_scaling"] = json.loads(model_options["rope_scaling"])
-        except json.JSONDecodeError:
+            model_options["rope_scaling"] = yaml_safe.load_json(model_options["rope_scaling"], "--rope-scaling",
+                                                                limit=1 << 16)
+        except CtxlensError as err:
             raise CtxlensError(
-                "--rope-scaling must be JSON, e.g. '{\"rope_type\": \"linear\", \"factor\": 2}'."
+                f"--rope-scaling must be JSON, an object such as '{{\"rope_type\": \"linear\", \"factor\": 2}}' "
+                f"({str(err).split(' (')[0].removeprefix('--rope-scaling ')})."
             ) from None
     store = run(experiment, models, out, options, model_options, progress=not args.no_progress)
     from ctxlens.runner.store import read_rows
@@ -334,7 +358,11 @@ def _cmd_card(args) -> int:
     from ctxlens.results import read_runs
     from ctxlens.tasks.scoring import THRESHOLD
 
-    card = card_of_runs(read_runs(args.runs), threshold=THRESHOLD if args.threshold is None else args.threshold)
+    runs = read_runs(args.runs)
+    for run in runs:
+        for problem in run.problems:
+            print(f"ctxlens: warning: {run.path}: {_one_line(problem)}", file=sys.stderr)
+    card = card_of_runs(runs, threshold=THRESHOLD if args.threshold is None else args.threshold)
     if not card:
         print("no run holds rows of the card's experiments (ruler, niah-depth, loss-vs-length, ...); nothing to show.")
         return 1
@@ -362,6 +390,15 @@ def _cmd_profile(args) -> int:
     return 1 if done.failed else 0
 
 
+def _check_threshold(args) -> None:
+    """``--threshold`` (report, card) is a score in [0, 100], checked before any run is read."""
+    import math
+
+    value = getattr(args, "threshold", None)
+    if value is not None and not (math.isfinite(value) and 0 <= value <= 100):
+        raise CtxlensError(f"--threshold is a score in [0, 100], got {value}; e.g. --threshold 85.6 (RULER's).")
+
+
 def _one_line(message: str) -> str:
     """Control characters from user input (a newline in an option name) never break the line."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
@@ -373,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra and args.command != "run" and not (args.command == "tasks" and args.action == "export"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        _check_threshold(args)
         if args.command == "run":
             return _cmd_run(args, extra)
         if args.command == "models":
@@ -401,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"ctxlens: error: {_one_line(str(err))}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        sentence = files.user_error(err, None, "write or read")
+        if args.debug or sentence is None:
+            raise
+        print(f"ctxlens: error: {_one_line(str(sentence))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ctxlens: interrupted; finished units (and finished samples of task units) are saved, run the same "

@@ -15,7 +15,6 @@ Non-finite numbers were stored as ``null`` and read back as missing values.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -108,9 +107,9 @@ def _read_env(path: Path, problems: list[str]) -> dict | None:
     if not file.exists():
         return None
     try:
-        data = text_safe(json.loads(files.read_text(file)))
-    except (ValueError, UnicodeDecodeError) as err:
-        problems.append(f"env.json could not be read ({err})")
+        data = text_safe(yaml_safe.load_json(files.read_text(file), "env.json"))
+    except (CtxlensError, UnicodeDecodeError) as err:
+        problems.append(f"env.json could not be read ({str(err)[:200]})")
         return None
     return data if isinstance(data, dict) else {"env": data}
 
@@ -122,11 +121,21 @@ def _line_count(path: Path) -> int:
 def read_run(path: str | os.PathLike) -> Run:
     """Committed rows, config, env and the count of uncommitted result lines of one run."""
     path = Path(path)
-    rows = text_safe(read_rows(path))
     problems: list[str] = []
+    rows = _named_rows(text_safe(read_rows(path)), problems)
     written = sum(_line_count(f) for f in path.glob("results*.jsonl"))
     return Run(path, rows, _read_config(path, problems), _read_env(path, problems),
                uncommitted=max(0, written - len(rows)), problems=problems)
+
+
+def _named_rows(rows: list[dict], problems: list[str]) -> list[dict]:
+    """``rows`` whose ``model`` and ``experiment`` are names (text); the others are skipped and said
+    in ``problems`` (a list or number as the model once ended ``card`` and ``report`` in a traceback)."""
+    kept = [r for r in rows if isinstance(r, dict) and isinstance(r.get("model"), str)
+            and isinstance(r.get("experiment"), str)]
+    if len(kept) < len(rows):
+        problems.append(f"{len(rows) - len(kept)} rows skipped: their model or experiment is not a name (text)")
+    return kept
 
 
 def read_runs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Run]:

@@ -18,7 +18,9 @@ from ctxlens.core.errors import CtxlensError
 # errors a user fixes on the machine, not in ctxlens: each becomes one sentence
 _USER_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission is denied",
-                errno.EPERM: "permission is denied"}
+                errno.EPERM: "permission is denied", errno.ENOTDIR: "a part of the path is a file, not a folder",
+                errno.EEXIST: "a file is in the way of a folder", errno.EISDIR: "it is a folder",
+                errno.ENAMETOOLONG: "the name is too long", errno.ELOOP: "the path goes through a symbolic link"}
 
 
 def refuse_link_or_special(path: Path) -> None:
@@ -88,14 +90,37 @@ def truncate(path: Path, size: int) -> None:
         os.close(fd)
 
 
+def _exclusive_tmp(path: Path) -> tuple[Path, int]:
+    """A new temporary file beside ``path`` and its descriptor, created with ``O_CREAT | O_EXCL |
+    O_NOFOLLOW``: never an existing file, never through a link planted at its name (a planted
+    ``.NAME.PID.tmp`` is stepped over to ``.NAME.PID.K.tmp``, and left as it is)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for k in range(TMP_TRIES):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}{'' if k == 0 else f'.{k}'}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o644)
+        except FileExistsError:
+            continue
+    raise CtxlensError(f"{path.parent} holds {TMP_TRIES} files named like ctxlens' temporary files for {path.name}; "
+                       "remove the .*.tmp files there or use a new directory.")
+
+
+TMP_TRIES = 16
+
+
 def atomic_write(path: Path, data: str | bytes) -> None:
     """Replace ``path`` by a new file holding ``data`` (temp file + rename: never half written).
-    A link at ``path`` is refused, not replaced; a failed write leaves ``path`` as it was."""
+    A link at ``path`` is refused, not replaced; the temporary file is created exclusively
+    (``_exclusive_tmp``); a failed write leaves ``path`` as it was, and a full disk, read-only
+    folder or path under a file is one sentence (``user_error``)."""
+    path = Path(path)
     refuse_link_or_special(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ranks may write the same file at once
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        tmp, fd = _exclusive_tmp(path)
+    except OSError as err:
+        raise user_error(err, path, "write") or err from None
+    try:
         try:
             view = memoryview(raw)
             while view:
@@ -104,15 +129,18 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and user_error(err, path, "write") is not None:
+            raise user_error(err, path, "write") from None
         raise
 
 
-def user_error(err: OSError, path: Path | str, what: str) -> CtxlensError | None:
-    """One sentence for an OSError the user fixes on the machine (full disk, read-only, denied),
-    else None (a bug: keep the traceback)."""
+def user_error(err: OSError, path: Path | str | None, what: str) -> CtxlensError | None:
+    """One sentence for an OSError the user fixes on the machine (full disk, read-only, denied, a
+    path under a file), else None (a bug: keep the traceback)."""
     why = _USER_ERRNOS.get(err.errno or 0)
+    path = path if path is not None else err.filename
     if why is None:
         return None
     return CtxlensError(f"Could not {what} {path}: {why}; fix that and run the same command again "

@@ -22,13 +22,18 @@ import re
 import time
 from pathlib import Path
 
+from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.profile import budget as fitting
+from ctxlens.profile import record as records
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, Size, skip_reason
 
 RECORD = "profile.json"
+LOCK = ".ctxlens-profile-lock"  # one profile writes an --out at a time (ctxlens.runner.lock)
+MAX_MINUTES = 7 * 24 * 60  # --budget: a week per model; larger values overflowed the top-up's sample count
+MAX_LENGTH = 1 << 22  # --length: 4M tokens, beyond any model's context
 REPORT_SECONDS = 0.05  # share of the budget kept for the report
 PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
 CALIBRATE = 512  # tokens of the forward that re-times a probe that stopped shorter
@@ -47,18 +52,17 @@ def check(models: list[str], minutes: float, out: Path, length: int | None = Non
     """Raise for bad input before anything is written; returns the record already in ``out``."""
     if not models:
         raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
-    if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
-        raise CtxlensError(f"--budget must be a positive number of minutes, got {minutes}; e.g. --budget 10.")
-    if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < MIN_LENGTH):
-        raise CtxlensError(f"--length must be a whole number of tokens of at least {MIN_LENGTH}, got {length}; "
-                           "e.g. --length 1024, or leave it out to let the budget choose L.")
+    if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or not 0 < minutes <= MAX_MINUTES:
+        raise CtxlensError(f"--budget must be a positive number of minutes, at most {MAX_MINUTES} (a week), got "
+                           f"{minutes}; e.g. --budget 10.")
+    if length is not None and (isinstance(length, bool) or not isinstance(length, int)
+                               or not MIN_LENGTH <= length <= MAX_LENGTH):
+        raise CtxlensError(f"--length must be a whole number of tokens of at least {MIN_LENGTH} and at most "
+                           f"{MAX_LENGTH}, got {length}; e.g. --length 1024, or leave it out to let the budget "
+                           "choose L.")
     if out.exists() and not out.is_dir():
         raise CtxlensError(f"--out {out} is a file, not a directory; pass a directory for the profile.")
-    try:
-        old = json.loads((out / RECORD).read_text()) if (out / RECORD).is_file() else {}
-    except (ValueError, UnicodeDecodeError):
-        raise CtxlensError(f"{out / RECORD} is not a profile record this version can read; use a new --out "
-                           "directory.") from None
+    old = read_record(out)
     if old and old.get("budget_minutes") != minutes:
         raise CtxlensError(f"{out} holds a profile planned for a {old.get('budget_minutes')}-minute budget; run with "
                            f"--budget {old.get('budget_minutes')} to resume it, or use a new --out directory.")
@@ -67,6 +71,24 @@ def check(models: list[str], minutes: float, out: Path, length: int | None = Non
         raise CtxlensError(f"{out} holds a profile planned {how}; run {how} to resume it, or use a new --out "
                            "directory.")
     return old
+
+
+def read_record(out: Path) -> dict:
+    """The record in ``out`` ({} when none), checked as data (``ctxlens.profile.record``)."""
+    path = out / RECORD
+    try:
+        text = files.read_text(path)
+    except UnicodeDecodeError:
+        text = "\ufffd"
+    if not text:
+        return {}
+    try:
+        return records.validate(yaml_safe.load_json(text, str(path)), path)
+    except CtxlensError as err:
+        if "profile record" in str(err):
+            raise
+        raise CtxlensError(f"{path} is not a profile record this version can read; use a new --out "
+                           "directory.") from None
 
 
 @dataclasses.dataclass
@@ -87,13 +109,39 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     replaceable for tests."""
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.info import read_info
-    from ctxlens.runner.execute import LOAD_KEYS, parse_model_options
+    from ctxlens.runner.execute import parse_model_options
 
     out, models = Path(out), list(dict.fromkeys(models))
-    record = check(models, minutes, out, length)
+    check(models, minutes, out, length)
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
+    held = _lock(out)
+    try:
+        return _profile_all(models, minutes, out, check(models, minutes, out, length), infos, model_options,
+                            progress, length, clock, probe, runner)
+    finally:
+        held.release()
+
+
+def _lock(out: Path):
+    """The profile's own lock on ``out`` (a second profile into it is refused, naming the first's process)."""
+    from ctxlens.runner.lock import WriterLock
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise files.user_error(err, out, "create") or err from None
+    held = WriterLock(out, name=LOCK)
+    held.acquire()
+    return held
+
+
+def _profile_all(models, minutes, out, record, infos, model_options, progress, length, clock, probe,
+                 runner) -> Profiled:
+    """``profile`` once its input is checked and its lock held; ``record``: the one read under the lock."""
+    from ctxlens.runner.execute import LOAD_KEYS
+
     record = {"budget_minutes": minutes, **({"length": length} if length is not None else {}),
               "models": dict(record.get("models") or {})}
     labels = _labels(models, record)
@@ -211,8 +259,9 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
         ran.add(part["name"])
         t0 = clock()
         try:
+            planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
             runner(part["experiment"], [spec], where / part["name"], part["options"],
-                   {**model_options, **part["model_options"]}, progress=progress, announce=False, loaded={spec: lm},
+                   {**model_options, **planned}, progress=progress, announce=False, loaded={spec: lm},
                    meta={"profile_length": state["size"]["length"]})
             part.update(status="done", error=None)
         except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
@@ -346,10 +395,12 @@ def _sizes(options: dict) -> str:
 
 
 def _write(out: Path, record: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{RECORD}.tmp"
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    tmp.replace(out / RECORD)
+    """``profile.json`` replaced atomically, its temporary file created exclusively (``files.atomic_write``)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise files.user_error(err, out, "create") or err from None
+    files.atomic_write(out / RECORD, json.dumps(record, indent=1, default=str) + "\n")
 
 
 def run_dirs(out: Path, record: dict) -> list[Path]:

@@ -129,9 +129,9 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
         raise CtxlensError(f"The report is an HTML file; give --out a name ending in .html, not '{out.name}'.")
     fig_dir = out.with_name(f"{out.stem}-figures")
     found = _findings.discover([r.path for r in read])
-    table = [] if findings is None else _findings.read_findings(findings)
+    table = [] if findings is None else _findings.read_findings(_bounded_findings(findings))
     for f in found:
-        table += _findings.read_findings(f)
+        table += _findings.read_findings(_bounded_findings(f))
     table = list({json.dumps(f, sort_keys=True, default=str): f for f in table}.values())  # given twice: shown once
     measured = {e for _, exps in FINDINGS for e in exps}
     if findings is None and not found and any(r.get("experiment") in measured for run in read for r in run.rows):
@@ -164,6 +164,21 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
         warnings.append(_warning("card", "card failed", f"{type(err).__name__}: {err}"))
     _write(report, title)
     return report
+
+
+def _bounded_findings(source):
+    """A findings file parsed with bounded depth and size (``yaml_safe.load_json``: a deeply nested
+    file is one sentence, not a RecursionError); a list of dicts, or a path that does not exist,
+    as given (``read_findings`` words those)."""
+    from ctxlens.core import yaml_safe
+
+    if not isinstance(source, (str, os.PathLike)) or not Path(source).is_file():
+        return source
+    try:
+        data = yaml_safe.load_json(files.read_text(Path(source)), f"Findings file '{source}'")
+    except UnicodeDecodeError:
+        raise CtxlensError(f"Findings file '{source}' is not UTF-8 text; pass a JSON file.") from None
+    return data["findings"] if isinstance(data, dict) and "findings" in data else data
 
 
 def _warning(exp: str, kind: str, detail: str, count: int = 1) -> dict:

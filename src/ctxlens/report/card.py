@@ -58,8 +58,15 @@ def card_section(card: dict[str, list[Line]], beside: list[tuple[str, bytes]], l
 
 
 def _md(value: str) -> str:
-    """``value`` safe inside a Markdown table cell: pipes escaped, no line breaks."""
-    return " ".join(str(value).split()).replace("|", "\\|")
+    """``value`` as inert text inside a Markdown table cell: one line, ``<`` and ``&`` as entities (no
+    HTML), and backslashes, pipes, brackets, backticks and asterisks backslash-escaped (no table break,
+    link, image, code span or emphasis), so a model name ``<script>`` or ``![t](http://host/x.png)``
+    prints as itself (issue 32). Markup the card adds goes around the escaped text."""
+    text = " ".join(str(value).split())
+    text = text.replace("\\", "\\\\").replace("&", "&amp;").replace("<", "&lt;")
+    for c in "|[]`*":
+        text = text.replace(c, f"\\{c}")
+    return text
 
 
 def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = None) -> str:
@@ -74,8 +81,10 @@ def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = N
         cells = []
         for m in models:
             line = by[m].get(key)
-            parts = [] if line is None else [f"**{line.text}**" if line.verdict or line.value is not None
-                                             else line.text, line.uncertainty, line.verdict]
-            cells.append(_md("; ".join(p for p in parts if p)) or "-")
+            if line is None:
+                cells.append("-")
+                continue
+            head = f"**{_md(line.text)}**" if line.verdict or line.value is not None else _md(line.text)
+            cells.append("; ".join(p for p in [head, _md(line.uncertainty), _md(line.verdict)] if p) or "-")
         out.append(f"| {_md(question)} | {_md(expected)} | " + " | ".join(cells) + " |")
     return "\n".join(out)

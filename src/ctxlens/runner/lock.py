@@ -48,10 +48,11 @@ def _try_lock(path: Path, mode: int, flags: int) -> int:
 
 
 class WriterLock:
-    """Held from ``acquire`` until ``release`` or the end of the process."""
+    """Held from ``acquire`` until ``release`` or the end of the process. ``name``: another lock
+    file than the run's (``ctxlens profile`` holds ``.ctxlens-profile-lock`` in its ``--out``)."""
 
-    def __init__(self, directory: Path, rank: int | None = None):
-        self.path = (Path(directory) / lock_name(rank)).absolute()
+    def __init__(self, directory: Path, rank: int | None = None, name: str | None = None):
+        self.path = (Path(directory) / (name or lock_name(rank))).absolute()
         self.held = False
 
     def acquire(self) -> None:

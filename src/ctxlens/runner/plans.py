@@ -12,6 +12,7 @@ its suite from the same pieces.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,7 +43,7 @@ def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict,
     if exp.defaults is None:
         return ModelPlan(spec, config, {})
     if spec in recorded:
-        filled = dict(recorded[spec] or {})
+        filled = _plain_values(recorded[spec], spec)
         note = (f"options from the model, as the run recorded them: {_show(filled)}",) if filled else ()
         return ModelPlan(spec, _with(exp, options, filled), filled, note)
     if spec in listed:
@@ -53,6 +54,27 @@ def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict,
     filled = {k: v for k, v in made.values.items() if k not in options}
     notes = ((f"options from the model: {_show(filled)}",) if filled else ()) + tuple(made.notes)
     return ModelPlan(spec, _with(exp, options, filled), filled, notes, info)
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}")
+
+
+def _plain_values(filled, spec: str) -> dict:
+    """config.yaml's recorded options of ``spec``, checked as data: a mapping of option names to
+    numbers, booleans or plain names (lists of them), so a run directory from someone else cannot
+    choose a path or any other value a model's defaults never give (issue 32 part 1)."""
+    from ctxlens.core.errors import CtxlensError, clip
+
+    ok = lambda v: v is None or isinstance(v, (bool, int, float)) or (  # noqa: E731
+        isinstance(v, str) and bool(_PLAIN.fullmatch(v)))
+    if filled is not None and not isinstance(filled, dict):
+        filled = {"": filled}
+    for key, value in (filled or {}).items():
+        if not isinstance(key, str) or not all(ok(v) for v in (value if isinstance(value, list) else [value])):
+            raise CtxlensError(f"config.yaml records the option {clip(key, 40)} = {clip(value, 60)} for "
+                               f"{clip(spec, 60)}, which no model's defaults give; restore config.yaml or use a new "
+                               "--out directory.")
+    return dict(filled or {})
 
 
 def _with(exp: Experiment, options: dict, filled: dict):

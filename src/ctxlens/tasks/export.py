@@ -104,11 +104,11 @@ class Counter:
 
 
 def _write(path: Path, records: list[dict]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in records:
-            f.write(json.dumps(r) + "\n")  # ASCII-escaped, as RULER's write_manifest
-    tmp.replace(path)
+    """One JSON object per line (ASCII-escaped, as RULER's write_manifest), replacing ``path``
+    atomically through an exclusively created temporary file (``ctxlens.core.files``)."""
+    from ctxlens.core import files
+
+    files.atomic_write(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
 def load_tokenizer(spec: str):
@@ -116,7 +116,7 @@ def load_tokenizer(spec: str):
     ref:NAME): read from its files with ``tokenizers`` where they suffice (``ctxlens.tasks.tokenizer``; no
     transformers or torch import), else through transformers' ``AutoTokenizer``."""
     from ctxlens.core.errors import CtxlensError
-    from ctxlens.tasks.tokenizer import FileTokenizer, from_files
+    from ctxlens.tasks.tokenizer import FileTokenizer, check_tokenizer_json, from_files
 
     if spec == "byte":
         from ctxlens.data.tokenizer import EOS, byte_backend
@@ -129,12 +129,15 @@ def load_tokenizer(spec: str):
     fast = from_files(where) if Path(where).is_dir() else None
     if fast is not None:
         return fast
+    if Path(where).is_dir():
+        check_tokenizer_json(Path(where))
     from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(where)
-    except (OSError, ValueError) as err:
-        raise CtxlensError(f"Could not load a tokenizer for '{spec}' ({str(err).splitlines()[0]}); "
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        first = (str(err).splitlines() or [type(err).__name__])[0][:200]
+        raise CtxlensError(f"Could not load a tokenizer for '{spec}' ({first}); "
                            "give a model directory, hub id, zoo:NAME or 'byte'.") from None
 
 

@@ -25,6 +25,7 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.tasks.sandbox import TemplateLimit
 
 Template = typing.Literal["auto", "plain", "chat"]
 TEMPLATES = typing.get_args(Template)
@@ -89,7 +90,16 @@ SYSTEM_KEYWORDS = ("default", "none")
 
 
 def _render(tokenizer, messages: list[dict]) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    """The tokenizer's chat template rendered for ``messages`` with the generation prompt, always in
+    ctxlens' bounded sandbox (``ctxlens.tasks.sandbox``: time, size and output bounds, one sentence
+    naming the template's file), whether the tokenizer was read from its files or by transformers."""
+    from ctxlens.tasks.tokenizer import FileTokenizer, render_chat
+
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(tokenizer, FileTokenizer) or not isinstance(template, str):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    where = f"the tokenizer of {getattr(tokenizer, 'name_or_path', '') or 'the model'}"
+    return render_chat(template, where, messages, True, dict(getattr(tokenizer, "special_tokens_map", {}) or {}))
 
 
 def _split(tokenizer, before: list[dict]) -> tuple[str, str]:
@@ -109,6 +119,8 @@ def _system_parts(tokenizer) -> tuple[str, str] | None:
     when the template takes no system message."""
     try:
         head, _ = _split(tokenizer, [{"role": "system", "content": _SYSTEM}])
+    except TemplateLimit:
+        raise
     except Exception:  # noqa: BLE001 - a template that rejects a system role
         return None
     if head.count(_SYSTEM) != 1:
@@ -141,6 +153,8 @@ def _without_system(tokenizer, head: str) -> str:
     try:
         two = _render(tokenizer, [{"role": "system", "content": _SYSTEM}, {"role": "system", "content": _SYSTEM2},
                                   {"role": "user", "content": _SENTINEL}])
+    except TemplateLimit:
+        raise
     except Exception:  # noqa: BLE001 - a template that takes one system message only
         two = ""
     if two.count(_SYSTEM) != 1 or two.count(_SYSTEM2) != 1 or two.index(_SYSTEM) > two.index(_SYSTEM2):

@@ -15,8 +15,6 @@ immutable sandbox with the globals transformers gives it; nothing from a config 
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
 from pathlib import Path
 
 FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -32,8 +30,10 @@ SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
 class FileTokenizer:
     """A ``tokenizers.Tokenizer`` plus the special tokens and chat template of its config."""
 
-    def __init__(self, backend, specials: dict[str, str] | None = None, chat_template: str | None = None):
+    def __init__(self, backend, specials: dict[str, str] | None = None, chat_template: str | None = None,
+                 template_file: str = "the tokenizer's configuration"):
         self.backend_tokenizer = backend
+        self.template_file = template_file  # where the chat template was read: named in its errors
         self.special_tokens_map = dict(specials or {})
         self.chat_template = chat_template
         for key in SPECIAL_KEYS:
@@ -82,10 +82,8 @@ class FileTokenizer:
             raise ValueError("FileTokenizer renders chat templates as text only; encode the result.")
         if not self.chat_template:
             raise ValueError("This tokenizer has no chat template.")
-        template = compile_template(self.chat_template)
-        return template.render(messages=_plain(messages), tools=None, documents=None,
-                               add_generation_prompt=add_generation_prompt,
-                               **_plain({**self.special_tokens_map, **kwargs}))
+        return render_chat(self.chat_template, self.template_file, messages, add_generation_prompt,
+                           {**self.special_tokens_map, **kwargs})
 
 
 class Encoding(dict):
@@ -99,9 +97,12 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
     folder = Path(directory)
     if not all((folder / name).is_file() for name in FILES):
         return None
+    from ctxlens.core import yaml_safe
+    from ctxlens.core.errors import CtxlensError
+
     try:
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        config = yaml_safe.load_json((folder / "tokenizer_config.json").read_text(encoding="utf-8"), "config")
+    except (OSError, ValueError, CtxlensError):
         return None
     if not isinstance(config, dict) or any(k not in INERT and k not in SPECIAL_KEYS for k in config):
         return None
@@ -109,6 +110,8 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
     if any(v is None for v in specials.values()):
         return None
     template = _chat_template(folder, config.get("chat_template"))
+    jinja = folder / "chat_template.jinja"
+    where = str(jinja if jinja.is_file() else folder / "tokenizer_config.json")
     if template is False:
         return None
     from tokenizers import Tokenizer
@@ -121,7 +124,36 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
     declared = {_content(t) for t in (config.get("added_tokens_decoder") or {}).values()}
     if not declared <= added or any(backend.token_to_id(v) is None for v in specials.values()):
         return None  # transformers would add tokens to the backend first
-    return FileTokenizer(backend, specials, template)
+    return FileTokenizer(backend, specials, template, where)
+
+
+MAX_TOKENIZER_BYTES = 256 << 20  # the largest tokenizer.json ctxlens reads (real ones are under 40 MB)
+
+
+def check_tokenizer_json(folder: Path) -> None:
+    """Raise one sentence unless ``folder``'s ``tokenizer.json`` (when there is one) is a JSON object of
+    the ``tokenizers`` shape: a ``model`` object, ``added_tokens`` a list of objects; read with
+    bounded size and depth (a deeply nested or 1 GB file once ended in a traceback)."""
+    from ctxlens.core import files, yaml_safe
+    from ctxlens.core.errors import CtxlensError
+
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return
+    fix = "restore the model's tokenizer files or give another --tokenizer"
+    if path.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise CtxlensError(f"{path} is larger than {MAX_TOKENIZER_BYTES >> 20} MB; {fix}.")
+    try:
+        data = yaml_safe.load_json(files.read_text(path), str(path))
+    except UnicodeDecodeError:
+        raise CtxlensError(f"{path} is not UTF-8 text; {fix}.") from None
+    except CtxlensError as err:
+        raise CtxlensError(f"{str(err).split('; fix it')[0]}; {fix}.") from None
+    added = data.get("added_tokens", []) if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(data.get("model"), dict) or not isinstance(added, list) \
+            or not all(isinstance(t, dict) for t in added):
+        raise CtxlensError(f"{path} is not a tokenizer of the tokenizers package's shape (an object with a 'model' "
+                           f"object and a list of 'added_tokens'); {fix}.")
 
 
 def _content(token) -> str | None:
@@ -145,44 +177,21 @@ def _chat_template(folder: Path, in_config) -> str | None | bool:
     return False  # a list of named templates
 
 
-def compile_template(source: str):
-    """``source`` compiled in an immutable sandbox with transformers' chat-template globals."""
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+def compile_template(source: str, where: str = "the chat template"):
+    """``source`` compiled in the bounded immutable sandbox (``ctxlens.tasks.sandbox``) with
+    transformers' chat-template globals."""
+    from ctxlens.tasks.sandbox import compile_template as bounded
 
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
+    return bounded(source, where)
 
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    def strftime_now(fmt):
-        return datetime.now().strftime(fmt)
+def render_chat(source: str, where: str, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
+    """The chat template ``source`` (read from ``where``) rendered as transformers renders it, within
+    the sandbox's time, size and output bounds; every failure one sentence naming ``where``."""
+    from ctxlens.tasks.sandbox import render
 
-    class Namespace(jinja2.utils.Namespace):
-        """jinja2's namespace without underscore names (no way to CPython internals)."""
-
-        def __init__(*args, **kwargs):
-            self, attrs = args[0], dict(*args[1:], **kwargs)
-            for name in attrs:
-                Namespace.check(name)
-            jinja2.utils.Namespace.__init__(self, attrs)
-
-        def __setitem__(self, name, value):
-            Namespace.check(name)
-            jinja2.utils.Namespace.__setitem__(self, name, value)
-
-        @staticmethod
-        def check(name):
-            if isinstance(name, str) and name.startswith("_"):
-                raise jinja2.exceptions.SecurityError(f"Chat templates cannot set underscore names ({name!r}).")
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, namespace=Namespace,
-                       dict=lambda *a, **k: dict(*a, **k))
-    return env.from_string(source)
+    return render(source, where, messages=_plain(messages), tools=None, documents=None,
+                  add_generation_prompt=add_generation_prompt, **_plain(extra))
 
 
 def _plain(value):

@@ -1,0 +1,157 @@
+"""``profile.json`` read back as data, never as authority (issue 32 part 1).
+
+A profile directory may come from someone else. What its record says is checked against the shape
+``ctxlens profile`` writes before any of it is used: every key known, every value of its type;
+labels and part names plain names (no path separator, no ``..``, not absolute), each part one of
+the suite's (``ctxlens.profile.suite.PARTS``) or a top-up of ``niah-depth``; experiment options
+among those the suite plans, their strings plain names; and of model options only
+``allow_extrapolation`` (which the plan sets for lengths beyond the model's positions). Remote
+code, revisions, devices and paths come from the command line alone. Anything else is one
+sentence naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from ctxlens.core.errors import CtxlensError, clip
+from ctxlens.profile.suite import PARTS
+
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}")  # a label, part or task name: one path component
+TOP_UP = re.compile(r"niah-depth\+[0-9]{1,6}")
+STATUSES = ("planned", "done", "failed", "left out")
+PART_MODEL_OPTIONS = {"allow_extrapolation": bool}  # all a plan may add to the command line's model options
+OPTION_KEYS = frozenset({
+    "task", "tasks", "lengths", "depths", "n_samples", "batch_size", "max_new_tokens", "n_scored", "n_sequences",
+    "boundaries", "n_queries", "top_k", "fractions", "n_draws", "n_passkey", "detect_length", "detect_samples",
+    "kde_samples", "batch_tokens", "seed", "n_boot"})
+
+Num, Int, Str, Bool, Opt = "number", "whole number", "text", "true/false", "optional"
+TOP = {"budget_minutes": Num, "length": Int, "models": dict}
+STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_average": list,
+         "load_average_after": list, "size": dict, "notes": list, "skipped": dict, "left_out": dict,
+         "adjustments": list, "parts": list, "spent_s": Num}
+PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, "units": Int, "tokens": Int,
+        "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
+        "top_up": Bool}
+SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool}
+THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num}
+INFO = {"model_type": Str, "kind": Str, "position": Str, "max_positions": Int, "hard_limit": Bool,
+        "train_length": Int, "sliding_window": Int, "d_model": Int, "origin": Str, "zoo": Bool}
+
+
+def _info_schema() -> dict:
+    """``INFO`` plus any further field of ``ModelInfo`` (each of its JSON type, not checked deeper):
+    the keys ``ModelInfo(**info)`` accepts, no others."""
+    import dataclasses
+
+    from ctxlens.lm.info import ModelInfo
+
+    kinds = {"str": Str, "int": Int, "bool": Bool, "float": Num, "dict": dict, "list": list}
+    extra = {f.name: kinds.get(str(f.type).split(" |")[0], object) for f in dataclasses.fields(ModelInfo)}
+    return {**extra, **{k: v for k, v in INFO.items() if k in extra or k == "zoo"}}
+
+
+class _Bad(Exception):
+    """What is wrong, in words; ``validate`` turns it into one sentence naming the file."""
+
+
+def validate(record, path: Path) -> dict:
+    """``record`` (parsed ``path``) if it has the shape ``ctxlens profile`` writes, else the
+    CtxlensError naming what is wrong (see the module docstring)."""
+    try:
+        _fields(record, TOP, "the record", required=("budget_minutes", "models"))
+        for spec, state in record["models"].items():
+            _state(spec, state)
+    except _Bad as err:
+        raise CtxlensError(f"{path} is not a profile record ctxlens wrote ({err}); restore it from the run that "
+                           "wrote it, or use a new --out directory.") from None
+    return record
+
+
+def _fields(value, schema: dict, where: str, required: tuple[str, ...] = ()) -> None:
+    """``value`` is a dict whose keys are in ``schema`` (those in ``required`` present) and whose values
+    have the schema's types (None allowed where not required)."""
+    if not isinstance(value, dict):
+        raise _Bad(f"{where} must be a mapping, not {type(value).__name__}")
+    for key in value:
+        if key not in schema:
+            raise _Bad(f"{where} has the unknown key {clip(key)}")
+    for key in required:
+        if value.get(key) is None:
+            raise _Bad(f"{where} lacks {key!r}")
+    for key, kind in schema.items():
+        if value.get(key) is not None and not _is(value[key], kind):
+            raise _Bad(f"{where}'s {key!r} must be a {kind if isinstance(kind, str) else kind.__name__}, got "
+                       f"{clip(value[key], 40)}")
+
+
+def _is(value, kind) -> bool:
+    if kind is Num:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if kind is Int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is Str:
+        return isinstance(value, str)
+    if kind is Bool:
+        return isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _state(spec, state) -> None:
+    """One model's entry: its label, info, measured throughput, size and parts."""
+    where = f"model {clip(spec, 40)}"
+    _fields(state, STATE, where, required=("label", "info"))
+    _plain(state["label"], f"{where}'s label")
+    _fields(state["info"], _info_schema(), f"{where}'s info", required=("model_type",))
+    if "throughput" in state:
+        _fields(state["throughput"], THROUGHPUT, f"{where}'s throughput", required=tuple(THROUGHPUT))
+        speed = state["throughput"]
+        if speed["prefill"] <= 0 or speed["decode"] <= 0 or speed["at"] <= 0 or speed["slope"] < 0:
+            raise _Bad(f"{where}'s throughput must be positive rates")
+    if "size" in state:
+        _fields(state["size"], SIZE, f"{where}'s size", required=("length", "scale"))
+        if state["size"]["length"] <= 0 or not 0 <= state["size"]["scale"] <= 1:
+            raise _Bad(f"{where}'s size is out of range")
+    for key in ("skipped", "left_out"):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in (state.get(key) or {}).items()):
+            raise _Bad(f"{where}'s {key} must map part names to reasons")
+    for key in ("notes", "adjustments"):
+        if not all(isinstance(v, str) for v in state.get(key) or []):
+            raise _Bad(f"{where}'s {key} must be a list of text")
+    if "parts" in state and not {"throughput", "size"} <= set(state):
+        raise _Bad(f"{where} has parts but no throughput or size")
+    for i, part in enumerate(state.get("parts") or []):
+        _part(part, f"{where}'s part {i + 1}")
+
+
+def _part(part, where: str) -> None:
+    """One planned part: a suite part (or a top-up), plain options, no model option but the plan's."""
+    _fields(part, PART, where, required=("name", "experiment", "status", "planned_s"))
+    _plain(part["name"], f"{where}'s name")
+    suite = {p.name: p.experiment for p in PARTS}
+    expected = "niah-depth" if TOP_UP.fullmatch(part["name"]) else suite.get(part["name"])
+    if expected is None or part["experiment"] != expected:
+        raise _Bad(f"{where} is {clip(part['name'], 40)} of experiment {clip(part['experiment'], 40)}, not a part of "
+                   "the profile's suite")
+    if part["status"] not in STATUSES:
+        raise _Bad(f"{where}'s status must be one of {', '.join(STATUSES)}")
+    for key, value in (part.get("model_options") or {}).items():
+        if key not in PART_MODEL_OPTIONS or not isinstance(value, PART_MODEL_OPTIONS[key]):
+            raise _Bad(f"{where} sets the model option {clip(key, 40)}, which only the command line may set")
+    for key, value in (part.get("options") or {}).items():
+        if key not in OPTION_KEYS:
+            raise _Bad(f"{where} sets the option {clip(key, 40)}, which the profile never plans")
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                _plain(item, f"{where}'s option {key!r}")
+            elif not _is(item, Num) and not isinstance(item, bool):
+                raise _Bad(f"{where}'s option {key!r} holds {clip(item, 40)}")
+
+
+def _plain(name, where: str) -> None:
+    """``name`` is one plain path component: letters, digits, ``._+-``, not starting with a dot."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise _Bad(f"{where} {clip(name, 40)} is not a plain name (letters, digits, '._+-', no path)")

@@ -1,0 +1,254 @@
+"""Chat templates rendered with bounds on time, memory and output (issue 32 part 4).
+
+A chat template comes with a model (``chat_template.jinja``, ``tokenizer_config.json``, a GGUF's
+metadata) and runs on every prompt. jinja2's immutable sandbox already keeps it from code; this
+module keeps it from hanging or exhausting memory too:
+
+- time: rendering stops after ``SECONDS`` of wall clock (a trace function checks the clock in the
+  template's own Python frames, so nested loops that print nothing are stopped as well);
+- memory: ``*``, ``**``, ``+`` and ``%`` are intercepted (which also stops jinja2 from folding them
+  at compile time, where ``{{ 'x' * 10**9 }}`` once took 3.78 GB), every call and filter refuses
+  an integer argument above ``MAX_WIDTH`` and results longer than ``MAX_CHARS``, and the string
+  methods and filters that multiply text (``replace``, ``join``) are sized before they run;
+- output: at most ``MAX_CHARS`` characters.
+
+Every failure, a refusal the template raises itself (``raise_exception``) included, is one
+sentence naming the template's file (``TemplateFailed``); the limits are ``TemplateLimit``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import time
+from datetime import datetime
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ctxlens.core.errors import CtxlensError
+
+SECONDS = 10.0  # wall clock of one rendering
+MAX_CHARS = 1 << 25  # characters of any string or list a template makes, and of its output
+MAX_WIDTH = 1 << 20  # an integer argument (a width, a count) of a call or filter
+MAX_POWER_BITS = 4096  # bits of an integer power
+_WIDTHS = re.compile(r"[0-9]{8,}")  # a width or precision in a format string above MAX_WIDTH's digits
+
+
+class TemplateFailed(CtxlensError):
+    """A chat template that cannot be compiled or rendered (its own refusal included)."""
+
+
+class TemplateLimit(TemplateFailed):
+    """A chat template that ran past a bound (time, size): never a mere refusal of a role."""
+
+
+class TemplateUnsafe(TemplateFailed, jinja2.exceptions.SecurityError):
+    """A chat template that reached for what the sandbox forbids (an ``ImmutableSandbox`` refusal:
+    still a ``jinja2`` ``SecurityError`` for callers that catch that)."""
+
+
+class _Bound(Exception):
+    """Raised inside rendering when a bound is hit; ``render`` words it."""
+
+
+def _size(value) -> int:
+    return len(value) if isinstance(value, (str, list, tuple, dict)) else 0
+
+
+def _check_ints(values) -> None:
+    for v in values:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_WIDTH:
+            raise _Bound(f"an argument of {v} exceeds {MAX_WIDTH}")
+
+
+def _check_result(value):
+    if _size(value) > MAX_CHARS:
+        raise _Bound(f"a value of {_size(value):,} items exceeds {MAX_CHARS:,}")
+    return value
+
+
+def _text_size(items) -> int:
+    return sum(len(x) if isinstance(x, str) else len(str(x)) for x in items)
+
+
+def _expected(name: str, obj, args, kwargs) -> int:
+    """An upper bound of the size ``obj.name(*args)`` (a str method, or the filter ``name`` on
+    ``obj``) would make, for the calls that multiply text; 0 for the others."""
+    if name == "replace" and len(args) >= 2 and isinstance(obj, str):
+        old, new = str(args[0]), str(args[1])
+        return len(obj) + (len(obj) // max(len(old), 1) + 1) * len(new)
+    if name == "join" and isinstance(obj, str) and args and isinstance(args[0], (list, tuple, str)):
+        return _text_size(args[0]) + len(obj) * len(args[0])
+    if name == "expandtabs" and isinstance(obj, str):
+        return len(obj) + obj.count("\t") * int(args[0] if args else 8)
+    if name in ("format", "format_map") and isinstance(obj, str) and _WIDTHS.search(obj):
+        return MAX_CHARS + 1
+    return 0
+
+
+class BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """The immutable sandbox with the bounds of the module docstring."""
+
+    intercepted_binops = frozenset(["*", "**", "+", "%"])
+
+    def call_binop(self, context, operator, left, right):
+        """``left operator right`` once its result is known to fit the bounds."""
+        if operator == "*":
+            n, seq = (right, left) if isinstance(right, int) else (left, right)
+            if isinstance(n, int) and _size(seq) * max(n, 0) > MAX_CHARS:
+                raise _Bound(f"{_size(seq):,} items times {n} exceeds {MAX_CHARS:,}")
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
+            if right * math.log2(abs(left)) > MAX_POWER_BITS:
+                raise _Bound(f"{left} ** {right} has more than {MAX_POWER_BITS} bits")
+        elif operator == "+" and _size(left) + _size(right) > MAX_CHARS:
+            raise _Bound(f"joining {_size(left):,} and {_size(right):,} items exceeds {MAX_CHARS:,}")
+        elif operator == "%" and isinstance(left, str):
+            _check_ints(right if isinstance(right, (tuple, list)) else [right])
+            if _WIDTHS.search(left):
+                raise _Bound("a format width exceeds the bound")
+        return _check_result(super().call_binop(context, operator, left, right))
+
+    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's signature
+        """A call (a global, a method) with bounded integer arguments and a bounded result."""
+        _check_ints([*args, *kwargs.values()])
+        name, owner = getattr(__obj, "__name__", ""), getattr(__obj, "__self__", None)
+        if _expected(name, owner, args, kwargs) > MAX_CHARS:
+            raise _Bound(f"{name}() would make more than {MAX_CHARS:,} characters")
+        return _check_result(super().call(__context, __obj, *args, **kwargs))
+
+
+def _bounded_filter(name: str, function):
+    """``function`` (a filter) with bounded integer arguments, size estimate and result."""
+
+    def bounded(*args, **kwargs):
+        values = [a for a in args if not isinstance(a, (jinja2.runtime.Context, jinja2.nodes.EvalContext,
+                                                        jinja2.Environment))]
+        _check_ints([*values[1:], *kwargs.values()])
+        if values and name == "join":
+            items = list(values[0]) if not isinstance(values[0], (list, tuple, str)) else values[0]
+            sep = str(values[1]) if len(values) > 1 else str(kwargs.get("d", ""))
+            if _text_size(items) + len(sep) * len(items) > MAX_CHARS:
+                raise _Bound(f"join would make more than {MAX_CHARS:,} characters")
+            args = tuple(items if a is values[0] else a for a in args)
+        elif values and _expected(name, values[0], values[1:], kwargs) > MAX_CHARS:
+            raise _Bound(f"{name} would make more than {MAX_CHARS:,} characters")
+        return _check_result(function(*args, **kwargs))
+
+    for attr in ("jinja_pass_arg",):  # keep how jinja2 passes the context / environment
+        if hasattr(function, attr):
+            setattr(bounded, attr, getattr(function, attr))
+    return bounded
+
+
+class _Namespace(jinja2.utils.Namespace):
+    """jinja2's namespace without underscore names (no way to CPython internals)."""
+
+    def __init__(*args, **kwargs):
+        self, attrs = args[0], dict(*args[1:], **kwargs)
+        for name in attrs:
+            _Namespace.check(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name, value):
+        _Namespace.check(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def check(name):
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(f"Chat templates cannot set underscore names ({name!r}).")
+
+
+def environment() -> BoundedEnvironment:
+    """The environment with transformers' chat-template globals and filters, each bounded."""
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    def strftime_now(fmt):
+        return datetime.now().strftime(fmt)
+
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.filters = {name: _bounded_filter(name, f) for name, f in env.filters.items()}
+    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, namespace=_Namespace,
+                       dict=lambda *a, **k: dict(*a, **k))
+    return env
+
+
+def compile_template(source: str, where: str = "the chat template"):
+    """``source`` compiled in the bounded sandbox; a syntax error (or a bound hit while jinja2 folds
+    constants) is one sentence naming ``where``."""
+    if not isinstance(source, str) or len(source) > MAX_CHARS:
+        raise TemplateFailed(f"The chat template in {where} is not text of at most {MAX_CHARS:,} characters; fix it "
+                             "or pass --template plain.")
+    try:
+        return _timed(lambda: environment().from_string(source), where)
+    except TemplateFailed:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever a foreign template does is said in one sentence
+        raise _failed(err, where) from None
+
+
+def render(source: str, where: str, **context) -> str:
+    """``source`` rendered with ``context`` within the bounds; every failure one sentence naming ``where``."""
+    template = compile_template(source, where)
+
+    def run() -> str:
+        out, size = [], 0
+        for chunk in template.generate(**context):
+            size += len(chunk)
+            if size > MAX_CHARS:
+                raise _Bound(f"the output exceeds {MAX_CHARS:,} characters")
+            out.append(chunk)
+        return "".join(out)
+
+    try:
+        return _timed(run, where)
+    except TemplateFailed:
+        raise
+    except Exception as err:  # noqa: BLE001 - see compile_template
+        raise _failed(err, where) from None
+
+
+def _timed(work, where: str):
+    """``work()`` stopped after ``SECONDS`` of wall clock (checked in every traced Python line)."""
+    deadline = time.monotonic() + SECONDS
+    ticks = [0]
+
+    def local(frame, event, arg):
+        ticks[0] += 1
+        if ticks[0] % 256 == 0 and time.monotonic() > deadline:
+            raise _Bound(f"rendering took more than {SECONDS:g} s")
+        return local
+
+    before = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: local)
+    try:
+        return work()
+    finally:
+        sys.settrace(before)
+
+
+def _failed(err: BaseException, where: str) -> TemplateFailed:
+    """One sentence for ``err`` raised by the template in ``where``."""
+    message = " ".join(str(err).split())[:200]
+    if isinstance(err, (_Bound, RecursionError, MemoryError, OverflowError)):
+        what = message if isinstance(err, _Bound) else f"{type(err).__name__}: {message or 'too large'}"
+        return TemplateLimit(f"The chat template in {where} ran past a bound ({what}); fix the template or pass "
+                             "--template plain.")
+    if isinstance(err, jinja2.exceptions.SecurityError):
+        return TemplateUnsafe(f"The chat template in {where} reached for what the sandbox forbids ({message}); fix "
+                              "the template or pass --template plain.")
+    if type(err) is jinja2.exceptions.TemplateError:
+        return TemplateFailed(f"The chat template in {where} refused the prompt ({message}); fix the template or "
+                              "pass --template plain.")
+    return TemplateFailed(f"The chat template in {where} cannot be rendered ({type(err).__name__}: {message}); fix "
+                          "the template or pass --template plain.")
