@@ -37,13 +37,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     lm.check_length(length)
     windows = source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,
-                             text_field=config.text_field)  # ids [n_samples, length]
-    ids = windows.ids[unit["sample"]][None]  # [1, length]
+                             text_field=config.text_field, bos=config.bos)  # ids [n_samples, length]
+    ids = windows.at(length)[unit["sample"]][None]  # [1, length], BOS first when the tokenizer adds one
     nll = lm.token_losses(ids)[0]  # [length - 1]
     finite = bool(nll.isfinite().all())
     mean = float(nll.mean()) if finite else None
     return [{
-        "n_tokens": length - 1,
+        "n_tokens": length - 1, "bos": windows.bos,
         "nll": mean,
         "ppl": math.exp(mean) if finite else None,
         "nll_last": float(nll[-1]) if finite else None,

@@ -46,7 +46,18 @@ def recorded_infos(runs) -> dict[str, dict]:
         infos = (getattr(run, "config", None) or {}).get("model_info")
         if isinstance(infos, dict):
             out.update({str(k): v for k, v in infos.items() if isinstance(v, dict)})
+        _add_fingerprints(out, getattr(run, "config", None) or {})
     return out
+
+
+def _add_fingerprints(infos: dict[str, dict], config: dict) -> None:
+    """Put the weights' fingerprint a run's ``config.yaml`` records (``fingerprints``) into each
+    model's info as ``fingerprint`` (runs written before ``ModelInfo.weights`` hold only that)."""
+    prints = config.get("fingerprints")
+    if isinstance(prints, dict):
+        for model, digest in prints.items():
+            if isinstance(digest, str) and isinstance(infos.get(str(model)), dict):
+                infos[str(model)] = {**infos[str(model)], "fingerprint": digest}
 
 
 def recorded_lengths(runs) -> dict[str, int]:

@@ -79,7 +79,7 @@ def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
     try:
         log.info("converting %s to safetensors in %s (once per file)", path, target)
         convert(path, tmp, spec)
-        source = {"file": path.name, "path": str(path.resolve()), "sha256": sha256}
+        source = {"file": path.name, "path": str(path.resolve()), "sha256": sha256, "file_type": file_type(path)}
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
         _move_into_place(tmp, target)
     finally:
@@ -136,3 +136,72 @@ def _move_into_place(tmp: Path, target: Path) -> None:
     except OSError:
         if not is_converted(target):
             raise
+
+
+
+def file_type(path: Path) -> str | None:
+    """The quantisation of GGUF file ``path``: its ``general.file_type`` as llama.cpp names it
+    (``MOSTLY_Q4_K_M`` -> ``Q4_K_M``), else the commonest type of its 2-D tensors; None when the
+    file or the ``gguf`` package is missing. The key is read from the header alone (``_header_value``):
+    the package's full reader parses every vocabulary string (tens of seconds on Gemma 3)."""
+    if importlib.util.find_spec("gguf") is None or not Path(path).is_file():
+        return None
+    import gguf as gg
+
+    value = _header_value(Path(path), "general.file_type")
+    if isinstance(value, int):
+        try:
+            return gg.LlamaFileType(value).name.removeprefix("MOSTLY_")
+        except ValueError:
+            pass
+    counts: dict[str, int] = {}
+    for tensor in gg.GGUFReader(path).tensors:
+        if len(tensor.shape) > 1:
+            counts[tensor.tensor_type.name] = counts.get(tensor.tensor_type.name, 0) + 1
+    return max(counts, key=lambda name: counts[name]) if counts else None
+
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def _header_value(path: Path, key: str):
+    """The scalar value of metadata ``key`` in GGUF file ``path`` (version 2 or 3), read key by key
+    from the header; None when absent, not a scalar, or the header is not one this reads."""
+    import struct
+
+    def read(f, fmt):
+        size = struct.calcsize(fmt)
+        data = f.read(size)
+        if len(data) != size:
+            raise EOFError
+        return struct.unpack(fmt, data)[0]
+
+    def skip(f, kind):
+        if kind in _SCALARS:
+            f.seek(struct.calcsize(_SCALARS[kind]), 1)
+        elif kind == 8:
+            f.seek(read(f, "<Q"), 1)
+        elif kind == 9:
+            item, count = read(f, "<I"), read(f, "<Q")
+            if item in _SCALARS:
+                f.seek(count * struct.calcsize(_SCALARS[item]), 1)
+            else:
+                for _ in range(count):
+                    skip(f, item)
+        else:
+            raise ValueError(kind)
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != MAGIC or read(f, "<I") not in (2, 3):
+                return None
+            read(f, "<Q")  # tensor count
+            for _ in range(read(f, "<Q")):
+                name = f.read(read(f, "<Q")).decode("utf-8", "replace")
+                kind = read(f, "<I")
+                if name == key:
+                    return read(f, _SCALARS[kind]) if kind in _SCALARS else None
+                skip(f, kind)
+    except (OSError, EOFError, ValueError, struct.error):
+        return None
+    return None

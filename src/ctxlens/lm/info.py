@@ -8,12 +8,16 @@ resolver's record, e.g. the zoo recipe, else the ``original_max_position_embeddi
 RoPE, else ``max_position_embeddings``), its sliding window, its feature width and where it came
 from (``zoo`` for ``zoo:NAME``). It is read from ``config.json`` without the weights
 (``read_info``), so a run plans before it loads, or from a loaded ``LM`` (``LM.info``): the same
-function of the same config either way.
+function of the same config either way. ``weights`` names the weights the config was loaded with
+(``weights_record``): their format (GGUF, safetensors, zoo, hub), quantisation, file and digest.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm import rope as _rope
@@ -33,6 +37,7 @@ class ModelInfo:
     sliding_window: int | None
     d_model: int | None
     origin: str = ""  # the resolver prefix it was loaded through: "zoo", "ref", or "" (hub, path, GGUF)
+    weights: dict | None = None  # format, quantization, file, digest (``weights_record``); None: not known
 
     @property
     def zoo(self) -> bool:
@@ -107,7 +112,55 @@ def info_from_config(config, train_length: int | None = None, origin: str = "") 
         position=family.position if family else None, max_positions=limit, hard_limit=hard,
         train_length=train_length or stated_train_length(text) or limit,
         sliding_window=_int(text, "sliding_window", "attention_window"),
-        d_model=_int(text, "hidden_size", "d_model", "n_embd"), origin=origin)
+        d_model=_int(text, "hidden_size", "d_model", "n_embd"), origin=origin,
+        weights=weights_record(str(getattr(config, "_name_or_path", "") or ""), origin))
+
+
+def weights_record(source: str, origin: str = "") -> dict | None:
+    """``_weights_record`` of ``source``, read again when a file in the directory changed."""
+    directory = Path(source) if source else None
+    stamp = max((p.stat().st_mtime_ns for p in directory.iterdir() if p.is_file()), default=0) \
+        if directory is not None and directory.is_dir() else 0
+    return _weights_record(source, origin, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _weights_record(source: str, origin: str, stamp: int) -> dict | None:
+    """What weights ``source`` (the directory or hub id a config was loaded from) holds: {format,
+    quantization, file, digest}. A converted GGUF directory (``ctxlens.lm.gguf``): GGUF, the file's
+    type (``general.file_type``, else its commonest tensor type), its name and sha256. Any other
+    directory: safetensors (or the weight files' kind; ``zoo`` for a zoo model), the dtypes of its
+    tensors, its files, and ctxlens's fingerprint. A hub id: format hub, the id. None for nothing."""
+    from ctxlens.lm import gguf
+    from ctxlens.lm.fingerprint import WEIGHT_SUFFIXES, directory_fingerprint
+
+    if not source:
+        return None
+    directory = Path(source)
+    if not directory.is_dir():
+        return {"format": "hub", "quantization": None, "file": source, "digest": None}
+    stamp_file = directory / gguf.SOURCE_FILE
+    if stamp_file.is_file():
+        recorded = json.loads(stamp_file.read_text())
+        kind = recorded.get("file_type") or gguf.file_type(Path(recorded.get("path", "")))
+        return {"format": "GGUF", "quantization": kind, "file": recorded.get("file"),
+                "digest": f"sha256:{recorded['sha256']}" if recorded.get("sha256") else None}
+    files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    kinds = sorted({Path(f).suffix.lstrip(".") for f in files})
+    dtypes = sorted({d for f in files if f.endswith(".safetensors") for d in _safetensors_dtypes(directory / f)})
+    return {"format": "zoo" if origin == "zoo" else "+".join(kinds) or None,
+            "quantization": "+".join(dtypes) or None, "file": ", ".join(files) or None,
+            "digest": f"fingerprint:{directory_fingerprint(directory)}"}
+
+
+def _safetensors_dtypes(path: Path) -> set[str]:
+    """The dtypes (F32, BF16, ...) of the tensors of a safetensors file, from its header alone."""
+    try:
+        with open(path, "rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    except (OSError, ValueError):
+        return set()
+    return {v["dtype"] for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "dtype" in v}
 
 
 def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:

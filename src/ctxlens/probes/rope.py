@@ -76,7 +76,8 @@ def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: in
     n = config.n_samples if n is None else n
     seed = config.seed if seed is None else seed
     lm.check_length(length)
-    return source_windows(lm, config.source, [length], n, seed, cache, text_field=config.text_field).ids
+    return source_windows(lm, config.source, [length], n, seed, cache, text_field=config.text_field,
+                          bos=getattr(config, "bos", False)).at(length)  # BOS first when the tokenizer adds one
 
 
 def layer_info(lm, layers) -> dict[int, dict]:

@@ -3,8 +3,9 @@
 ``SourceOptions``: which source, how many windows per length and from which seed (token-loss,
 loss-vs-length, intrinsic-entropy and, through ``RopeOptions``, the five RoPE experiments).
 ``LengthSweepOptions`` adds what the two visible-context sweeps of "Intrinsic Entropy of Context
-Length Scaling in LLMs" (Section 2.2.2) share: forwards batched up to a token budget, an
-optional BOS, each length once.
+Length Scaling in LLMs" (Section 2.2.2) share: forwards batched up to a token budget, each length once.
+``bos`` (every group): unset (auto), the tokenizer's BOS goes first when the tokenizer puts one
+before any text it encodes (``ctxlens.probes.windows.tokenizer_adds_bos``), as the model was trained.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class SourceOptions:
     n_samples: Count = option(4, "windows (inputs) per length")
     seed: int = option(0, "seed of the windows drawn from the source")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
+    bos: bool | None = option(None, "put the tokenizer's BOS before every window; unset (auto): when the "
+                                    "model's tokenizer adds one to text it encodes (never before random ids)")
 
 
 @dataclass
@@ -32,7 +35,6 @@ class LengthSweepOptions(SourceOptions):
     """Windows scored at several visible context lengths, batched up to ``batch_tokens`` per forward."""
 
     batch_tokens: PositiveInt = option(1 << 16, "tokens per forward (windows are batched up to this)")
-    bos: bool = option(False, "put the tokenizer's BOS before every window (it does not count as visible)")
 
     def validate(self) -> None:
         if len(set(self.lengths)) != len(self.lengths):

@@ -5,7 +5,9 @@ The intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLM
 of context. Both ``loss-vs-length`` and ``intrinsic-entropy`` cut samples from a source, read
 windows of l tokens as fresh inputs (nothing earlier reaches them through attention, recurrent
 state or positions), keep only the last position's states and score the next token through the
-LM head in chunks: no full-vocabulary logits for every position.
+LM head in chunks: no full-vocabulary logits for every position. A model whose tokenizer puts a
+BOS first reads it first here too (``bos`` unset: auto, ``ctxlens.probes.windows.bos_id``); the BOS
+does not count as a visible token.
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ from collections.abc import Iterator
 
 import torch
 
-from ctxlens.core.errors import CtxlensError
-from ctxlens.probes.windows import source_windows
+from ctxlens.probes.windows import bos_id, is_random, source_windows
 
 
 def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
@@ -24,12 +25,20 @@ def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
                           text_field=config.text_field).ids
 
 
-def with_bos(lm, windows: torch.Tensor) -> torch.Tensor:
-    """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first."""
-    lm.require_tokenizer("the bos option")
-    bos = getattr(lm.tokenizer, "bos_token_id", None)
-    if bos is None:
-        raise CtxlensError(f"The tokenizer of '{lm.name}' has no BOS token; run with --bos false.")
+def uses_bos(lm, config) -> bool:
+    """Whether ``config``'s windows get a BOS on ``lm`` (the rows' ``bos`` column): ``config.bos``,
+    or for unset (auto) whether the tokenizer adds one, never before the random source's ids."""
+    if config.bos is None and is_random(config.source):
+        return False
+    return bos_id(lm, config.bos) is not None
+
+
+def with_bos(lm, windows: torch.Tensor, config=None) -> torch.Tensor:
+    """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first, or [B, l] unchanged when
+    ``config`` (its ``bos`` and ``source``) says no BOS (``uses_bos``); no ``config``: always a BOS."""
+    if config is not None and not uses_bos(lm, config):
+        return windows
+    bos = bos_id(lm, True)
     return torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)
 
 

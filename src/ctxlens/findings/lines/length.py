@@ -21,3 +21,39 @@ def length_line(model: str, L: int, info: dict | None) -> Line:
                f"2L are read at {L} and {2 * L}" if L < trained else f"beyond the training length ({trained})")
     return Line("length", model, L, f"{L} tokens", f"training length {trained}", verdict,
                 {"L": L, "train_length": trained})
+
+
+WEIGHT_FIELDS = ("format", "quantization", "file", "digest")
+
+
+@card_line("weights", "which weights the rows were measured on", "the run's record (config.yaml)",
+           "format, quantisation, file and digest of the weights", order=0.5)
+def weights(ctx: Context) -> Line:
+    return weights_line(ctx.model, ctx.info)
+
+
+def weights_line(model: str, info: dict | None) -> Line:
+    """The weights the rows come from: format (GGUF, safetensors, zoo, hub), quantisation, file and
+    digest, as the runner recorded them at load (``ModelInfo.weights``); ctxlens's fingerprint of the
+    weights (``config.yaml``'s ``fingerprints``) beside them; "not recorded" for what a run lacks."""
+    recorded = (info or {}).get("weights") or {}
+    fields = {k: recorded.get(k) for k in WEIGHT_FIELDS}
+    fingerprint = (info or {}).get("fingerprint")
+    shown = [f"{k} {v if v else 'not recorded'}" for k, v in (
+        ("format", fields["format"]), ("quantisation", fields["quantization"]), ("file", fields["file"]),
+        ("digest", _short(fields["digest"])))]
+    text = "; ".join(shown)
+    note = f"ctxlens fingerprint {fingerprint}" if fingerprint else "ctxlens fingerprint not recorded"
+    missing = [k for k, v in fields.items() if not v]
+    verdict = ("recorded at load" if not missing else
+               "the run predates the weights record: re-run a part to record them" if len(missing) == 4 else
+               f"not recorded: {', '.join(missing)}")
+    return Line("weights", model, None, text, note, verdict, {**fields, "fingerprint": fingerprint})
+
+
+def _short(digest: str | None) -> str | None:
+    """``sha256:<64 hex>`` -> ``sha256:<first 16 hex>`` (enough to tell files apart on a card)."""
+    if not digest:
+        return None
+    kind, _, value = digest.partition(":")
+    return f"{kind}:{value[:16]}" if value else digest[:16]
