@@ -222,14 +222,27 @@ def _fit(experiment: str, model: str, r: float, **coords):
 
 
 def test_ce_linear_in_intrinsic_entropy_needs_every_n():
-    def rows(r8, r16):
-        return (_fit("intrinsic-entropy", "zoo:rope", r8, x="intrinsic_entropy", n_eig=8)
-                + _fit("intrinsic-entropy", "zoo:rope", r16, x="intrinsic_entropy", n_eig=16)
-                + _fit("intrinsic-entropy", "zoo:rope", 0.0, x="intrinsic_dimension", threshold=0.05))
+    """The card's test (``findings.lines.entropy.entropy_test``): >= 6 lengths, S_n rising and r(CE, S_n) < 0
+    against the permutation replicates; fewer lengths: undecided."""
+    def rows(sign: float, lengths=(16, 32, 64, 128, 256, 512)):
+        out = []
+        for j, n in enumerate(lengths):
+            s_n, ce = -10.0 + j, 4.0 - sign * 0.1 * j
+            out += [{"stage": "measure", "length": n, "quantity": "ce", "value": ce},
+                    {"stage": "measure", "length": n, "quantity": "intrinsic_entropy", "n_eig": 8, "value": s_n}]
+            for stage in ("bootstrap", "permutation"):  # permutation: every length a mix of all (flat, jittered)
+                for b in range(30):
+                    jit = 0.01 * ((b * 7 + j * 3) % 11)
+                    v = (ce + jit, s_n + jit) if stage == "bootstrap" else (4.0 + jit, -7.5 + jit)
+                    out += [{"stage": stage, "replicate": b, "length": n, "quantity": "ce", "value": v[0]},
+                            {"stage": stage, "replicate": b, "length": n, "quantity": "intrinsic_entropy",
+                             "n_eig": 8, "norm": "max", "value": v[1]}]
+        return [{"experiment": "intrinsic-entropy", "model": "zoo:rope", **r} for r in out]
 
-    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(-0.99, -0.975), ROPE)["status"] == "reproduced"
-    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(-0.99, -0.9), ROPE)["status"] == "not reproduced"
-    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(0.99, 0.99), ROPE)["status"] == "not reproduced"
+    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(1.0), ROPE)["status"] == "reproduced"
+    assert _run(fd.ce_linear_in_intrinsic_entropy, rows(-1.0), ROPE)["status"] == "not reproduced"  # CE rises
+    few = [r for r in rows(1.0) if r["length"] in (16, 64, 256)]
+    assert _run(fd.ce_linear_in_intrinsic_entropy, few, ROPE)["status"] == "undecided"
 
 
 def test_parity_dimension_fit_at_threshold_one_twentieth():

@@ -27,11 +27,13 @@ def _one_thread():
 TINY = {"source": "random", "n_sequences": 3, "suffix_len": 8, "batch_size": 2}
 
 
-def _run(name, lm, **options):
+def _run(name, lm, per_window=False, **options):
+    """The experiment's rows; the pooled ones only unless ``per_window`` (then every row)."""
     exp = get_experiment(name)
     config = make_config(exp.Config, {**TINY, **options})
     cache = {}
-    return [row for unit in exp.plan(config) for row in (dict(unit, **r) for r in exp.run(lm, config, unit, cache))]
+    rows = [row for unit in exp.plan(config) for row in (dict(unit, **r) for r in exp.run(lm, config, unit, cache))]
+    return rows if per_window else [r for r in rows if "level" not in r]
 
 
 # --------------------------------------------------------------------------------------
@@ -86,6 +88,31 @@ def test_accs_rows_equal_the_pure_metrics_on_directly_captured_states():
     assert row["anisotropy"] == pytest.approx(anisotropy(torch.cat([h, hp])), abs=1e-9)
 
 
+def test_per_window_rows_equal_brute_force_cosines_of_directly_captured_states():
+    """Window rows: each sample's mean cos(h_i, h'_i); pair rows: the mean cosine between the 2m vectors of
+    one window and the 2m of another, by brute force over every pair; their weighted mean is the
+    between-window anisotropy, which excludes the pairs inside one window the pooled estimate holds."""
+    lm = build_lm("llama")
+    rows = _run("accs-layers", lm, per_window=True, lengths=[40], layers=[1])
+    windows = torch.randint(0, lm.vocab_size, (3, 40), generator=torch.Generator().manual_seed(0))
+    shuffled = windows.clone()
+    for i in range(3):
+        shuffled[i] = Shuffle(0, 16).apply(windows[i:i + 1], [i], 0)[0]
+    h = lm.capture(windows, residual=[1], positions=range(32, 40)).residual[1].double()  # [3, 8, d]
+    hp = lm.capture(shuffled, residual=[1], positions=range(32, 40)).residual[1].double()
+    pool = [torch.cat([h[i], hp[i]]) for i in range(3)]  # [16, d] per window: its share of D_hh'
+    got = {r["sample"]: r for r in rows if r.get("level") == "window"}
+    assert sorted(got) == [0, 1, 2] and all(r["layer_type"] == "full_attention" for r in rows)
+    for i in range(3):
+        cos = torch.nn.functional.cosine_similarity(h[i], hp[i], dim=1).mean()
+        assert got[i]["n"] == 8 and got[i]["sample_self_sim"] == pytest.approx(float(cos), abs=1e-9)
+    pairs = {(r["sample"], r["other_sample"]): r for r in rows if r.get("level") == "pair"}
+    assert sorted(pairs) == [(0, 1), (0, 2), (1, 2)]
+    for (a, b), r in pairs.items():
+        brute = [float(torch.nn.functional.cosine_similarity(x, y, dim=0)) for x in pool[a] for y in pool[b]]
+        assert r["n"] == 256 and r["cross_cos"] == pytest.approx(sum(brute) / len(brute), abs=1e-9)
+
+
 # --------------------------------------------------------------------------------------
 # Brute force against transformers' own forward
 # --------------------------------------------------------------------------------------
@@ -93,11 +120,15 @@ def test_accs_rows_equal_the_pure_metrics_on_directly_captured_states():
 
 def test_suffix_ppl_equals_cross_entropy_of_the_full_logits():
     lm = build_lm("qwen2")
-    (row,) = _run("suffix-ppl", lm, lengths=[30])
+    rows = _run("suffix-ppl", lm, lengths=[30])
+    (row,) = [r for r in rows if "stage" not in r]  # the summary; one stage="sequence" row per sequence
     ids = torch.randint(0, lm.vocab_size, (3, 30), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         logits = lm.model(ids).logits[:, 21:29]  # predictions of tokens 22..29, the 8-token suffix
     nll = torch.nn.functional.cross_entropy(logits.reshape(-1, lm.vocab_size), ids[:, 22:].reshape(-1))
+    per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 22:], reduction="none").mean(1)  # [3]
+    seq = sorted((r for r in rows if r.get("stage") == "sequence"), key=lambda r: r["sequence"])
+    assert [r["sequence_nll"] for r in seq] == pytest.approx(per.tolist(), rel=1e-5)
     assert row["n_tokens"] == 24
     assert row["nll"] == pytest.approx(float(nll), rel=1e-5)
     assert row["ppl"] == pytest.approx(math.exp(float(nll)), rel=1e-5)
@@ -159,7 +190,7 @@ def test_rope_theta_sweep_changes_only_the_rope_and_restores_it():
     before = lm.token_losses(ids)
     rows = _run("rope-theta-sweep", lm, thetas=[10000.0, 50.0], ppl_lengths=[30], accs_lengths=[30],
                 needle_lengths=[])
-    (own,) = _run("suffix-ppl", lm, lengths=[30])
+    (own,) = [r for r in _run("suffix-ppl", lm, lengths=[30]) if "stage" not in r]  # the summary row
     ppl = {r["theta"]: r for r in rows if r["measure"] == "suffix-ppl"}
     assert ppl[10000.0]["nll"] == pytest.approx(own["nll"], rel=1e-6)  # the model's own theta
     assert ppl[50.0]["nll"] != pytest.approx(own["nll"], abs=1e-7)  # a random model barely cares, but does
@@ -206,7 +237,7 @@ def test_every_experiment_writes_tidy_rows_on_every_family(family):
             assert {r["perturbation"] for r in rows} == {"local-shuffle", "none"}
             assert sum(r["n_sequences"] for r in rows if r["perturbation"] == "none") == 3
         if name in ("suffix-ppl", "collapse-modes"):
-            assert all(r["flag"] is None and r["nll"] > 0 for r in rows)
+            assert all(r["flag"] is None and r.get("nll", r.get("sequence_nll")) > 0 for r in rows)
 
 
 def test_cli_runs_accs_layers_on_the_zoo(tmp_path):

@@ -157,3 +157,53 @@ def test_cli_runs_both_experiments(tmp_path):
     assert sorted({r["length"] for r in rows if r["stage"] == "measure"}) == [6, 10, 14]
     assert {r["quantity"] for r in rows if r["stage"] == "fit"} == {"slope", "intercept", "r2", "pearson_r",
                                                                   "slope_x_tasks"}
+
+
+def test_bootstrap_and_permutation_spectra_match_numpy_on_the_resampled_windows():
+    from ctxlens.metrics.spectrum import bootstrap_spectra, entropy_of, permuted_spectra
+
+    gen = torch.Generator().manual_seed(0)
+    feats = [torch.randn(12, 4, generator=gen) * (j + 1) for j in range(3)]  # 3 lengths, 12 windows, d = 4
+
+    def spectrum(x):  # descending eigenvalues of the sample covariance, by numpy
+        import numpy as np
+        return np.sort(np.linalg.eigvalsh(np.cov(np.asarray(x, dtype=float), rowvar=False)))[::-1]
+
+    idx, eig = bootstrap_spectra(feats, 5, seed=1, chunk=2)  # [5, 12], [5, 3, 4]
+    for b in range(5):
+        for j in range(3):
+            assert eig[b, j].numpy() == pytest.approx(spectrum(feats[j][idx[b]].double()), rel=1e-9, abs=1e-12)
+    perm, eig = permuted_spectra(feats, 4, seed=2, chunk=3)  # [4, 12, 3], [4, 3, 4]
+    assert all(sorted(p.tolist()) == [0, 1, 2] for p in perm.reshape(-1, 3))  # each window: a shuffle of lengths
+    for p in range(4):
+        for j in range(3):
+            filed = torch.stack([feats[int(perm[p, i, j])][i] for i in range(12)]).double()  # [12, 4]
+            assert eig[p, j].numpy() == pytest.approx(spectrum(filed), rel=1e-9, abs=1e-12)
+    lam = torch.tensor([4.0, 2.0, 1.0], dtype=torch.float64)
+    assert float(entropy_of(lam, 3, "max")) == pytest.approx(math.log(0.5) + math.log(0.25))
+    assert float(entropy_of(lam, 2, "trace")) == pytest.approx(math.log(4 / 7) + math.log(2 / 7))
+
+
+def test_rows_hold_raw_eigenvalues_and_the_replicates_over_windows():
+    lm = build_lm("llama")
+    config = make_config(IE.Config, {"source": "random", "lengths": [2, 4, 8], "n_samples": 16, "entropy_n": [3],
+                                     "thresholds": [0.05], "kde": False, "eigen_rows": 5, "n_boot": 7})
+    rows, _ = _run_all(IE, lm, config)
+    for n in (2, 4, 8):
+        raw = [r["value"] for r in rows if r["stage"] == "measure" and r["length"] == n
+               and r["quantity"] == "eigenvalue"]
+        rel = [r["value"] for r in rows if r["stage"] == "measure" and r["length"] == n
+               and r["quantity"] == "relative_eigenvalue"]
+        assert len(raw) == 5 and rel == pytest.approx([v / raw[0] for v in raw])
+        s3 = sum(math.log(v / raw[0]) for v in raw[:3])
+        assert _value(rows, n, "intrinsic_entropy", n_eig=3) == pytest.approx(s3, rel=1e-4)
+    for stage in ("bootstrap", "permutation"):
+        got = [r for r in rows if r["stage"] == stage]
+        assert {(r["replicate"], r["length"]) for r in got} == {(b, n) for b in range(7) for n in (2, 4, 8)}
+        assert {(r["quantity"], r.get("norm")) for r in got} == {("ce", None), ("intrinsic_entropy", "max"),
+                                                                ("intrinsic_entropy", "trace")}
+        assert all(r["n_windows"] == 16 for r in got if r["quantity"] == "ce")
+    # a permutation replicate files each window under some length: its mean CE lies within the lengths' range
+    ce = [_value(rows, n, "ce") for n in (2, 4, 8)]
+    perm_ce = [r["value"] for r in rows if r["stage"] == "permutation" and r["quantity"] == "ce"]
+    assert sum(perm_ce) / len(perm_ce) == pytest.approx(sum(ce) / 3, rel=1e-6)  # every window's CEs, shuffled

@@ -3,6 +3,7 @@ targets at every l, checked against the models' own full-logit forward and a sli
 model whose receptive field is known."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -131,3 +132,24 @@ def test_cli_run_on_a_zoo_model(tmp_path):
     assert len([r for r in rows if r["stage"] == "measure"]) == 6
     assert {r["quantity"] for r in rows if r["stage"] == "fit"} == {"C0", "C", "gamma", "r2"}
     assert all(r["bos"] for r in rows if r["stage"] == "measure")
+
+
+def test_the_fit_is_weighted_constrained_and_bootstrapped_over_windows():
+    """The fit rows from per-window CE: C0 >= 0, the point fit is the SE-weighted fit of the means, and
+    each parameter carries the percentile interval of refits on windows resampled whole."""
+    import numpy as np
+
+    from ctxlens.metrics.fits import fit_power_law, power_law
+
+    lengths = [4, 8, 16, 32, 64, 128]
+    rng = np.random.default_rng(0)
+    docs = power_law(np.array(lengths, float), 0.5, 6.0, 0.4)[None] + rng.normal(0, 0.4, (6, 1)) \
+        + rng.normal(0, 0.05, (6, len(lengths)))  # [6 windows, 6 lengths]
+    rows = {r["quantity"]: r for r in E.fit_rows(lengths, docs.T.tolist(), n_boot=50, seed=0)}
+    want = fit_power_law(lengths, docs.mean(0), sigma=docs.std(0, ddof=1) / math.sqrt(6), c0_min=0.0)
+    assert rows["gamma"]["value"] == pytest.approx(want["gamma"]) and rows["C0"]["value"] >= 0.0
+    assert rows["gamma"]["n_docs"] == 6 and rows["gamma"]["n_boot"] == 50 and rows["gamma"]["weighted"]
+    assert 0 < rows["gamma"]["ci_low"] <= rows["gamma"]["ci_high"] and rows["C0"]["ci_low"] >= 0.0
+    drop = docs.copy()
+    drop[2, 3] = float("nan")  # a window with a non-finite CE at one length leaves the paired design
+    assert E.fit_rows(lengths, drop.T.tolist(), n_boot=5, seed=0)[0]["n_docs"] == 5

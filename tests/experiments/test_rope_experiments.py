@@ -225,6 +225,26 @@ def test_positional_heads_rank_the_dominant_dimension_correlations():
     assert [r["rho"] for r in positive] == sorted(corr.values(), reverse=True)
 
 
+def test_positional_heads_write_one_rho_per_prompt_and_test_across_prompts():
+    lm = build_lm("llama")
+    opts = dict(lengths=[24], top_k=5, source="random", train_length=16)
+    one = _run(lm, "positional-heads", n_samples=1, **opts)
+    pooled = {(r["layer"], r["head"]): r["rho"] for r in one if r["kind"] == "head"}
+    alone = {(r["layer"], r["head"]): r["rho"] for r in one if r["kind"] == "prompt"}
+    assert alone == pooled  # one input: its own rho is the pooled one
+    rows = _run(lm, "positional-heads", n_samples=3, **opts)
+    prompts = [r for r in rows if r["kind"] == "prompt"]
+    assert len(prompts) == 8 * 3 and {r["prompt"] for r in prompts} == {0, 1, 2}
+    for head in (r for r in rows if r["kind"] == "head"):
+        rhos = [r["rho"] for r in prompts if (r["layer"], r["head"]) == (head["layer"], head["head"])]
+        m = sum(rhos) / 3
+        sd = math.sqrt(sum((x - m) ** 2 for x in rhos) / 2)
+        assert head["rho_mean"] == pytest.approx(m) and head["n_prompts"] == 3
+        if sd > 0:  # two-sided t with 2 df: p = 1 - |t| / sqrt(t^2 + 2) (closed form)
+            t = m / (sd / math.sqrt(3))
+            assert head["p_value"] == pytest.approx(1 - abs(t) / math.sqrt(t * t + 2), rel=1e-6, abs=1e-12)
+
+
 # -- head-masking --------------------------------------------------------------------------------
 
 
@@ -264,6 +284,20 @@ def test_head_masking_equals_zeroing_output_projection_slices_in_scoring_and_gen
     draws = [masked_heads(lm, config, units[("random", d)], cache) for d in (0, 1)]
     assert all(len(d) == 2 for d in draws) and draws[0] != draws[1]
     assert draws[0] == masked_heads(lm, config, units[("random", 0)], {})
+
+
+def test_head_masking_scores_the_same_passkeys_one_row_each_under_every_condition():
+    lm = from_model(build_model("llama", vocab_size=257), byte_tokenizer())
+    rows = _run(lm, "head-masking", source="random", lengths=[256], tasks=["passkey"], passkey_style="classic",
+                depths=[0.2, 0.8], n_passkey=2, fractions=[0.25], n_draws=2, detect_length=24, detect_samples=1,
+                top_k=5)
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["condition"], r["draw"])].append(r)
+    assert sorted(by) == [("none", 0), ("random", 0), ("random", 1), ("top", 0)]
+    for cell in by.values():
+        assert [(r["depth"], r["probe"]) for r in cell] == [(0.2, 0), (0.2, 1), (0.8, 2), (0.8, 3)]
+        assert all(r["n"] == 1 and r["score"] in (0.0, 1.0) for r in cell)
 
 
 def test_passkey_probes_hold_their_answer_at_the_depth_and_score_greedy_continuations():
@@ -378,20 +412,34 @@ def test_every_experiment_through_the_runner_on_the_random_zoo_model(tmp_path):
 
 
 def test_findings_verdict_follows_the_stated_criteria():
-    heads = [{"kind": "head", "layer": 0, "head": h, "rho": r, "p_value": p, "rank": h + 1}
-             for h, (r, p) in enumerate([(0.9, 1e-6), (0.1, 0.3), (0.2, 0.04), (0.0, 0.9)])]
-    sig = findings.significant_heads(heads, 0.05)
-    assert (sig["n_significant"], sig["n_significant_bonferroni"]) == (2, 1)
+    # head 0: per-prompt rho 0.9 +- 0.05 over 4 prompts (t = 0.9 / (0.0577 / 2) = 31.2, p ~ 7e-5 < 0.05 / 2);
+    # head 1: +-0.1 around 0 (mean 0, p = 1)
+    prompts = [{"kind": "prompt", "layer": 0, "head": h, "prompt": p, "rho": (0.9 if h == 0 else 0.0) + 0.05 * s * (
+        1 if h == 0 else 2)} for h in (0, 1) for p, s in enumerate((1, -1, 1, -1))]
+    presence = findings.presence_test(prompts)
+    assert (presence["n_heads"], presence["n_pass"], presence["positive"]) == (2, 1, 1)
+    assert presence["heads"][(0, 1)]["p"] == pytest.approx(1.0)
 
-    def rows(none, top, randoms):
+    def rows(none, top, randoms, ppl_top=20.0):
         row = {"task": "passkey", "length": 64, "n": 4}
         out = [{**row, "condition": "none", "fraction": 0.0, "draw": 0, "score": none}]
         out += [{**row, "condition": "top", "fraction": 0.25, "draw": 0, "score": top}]
         out += [{**row, "condition": "random", "fraction": 0.25, "draw": d, "score": s} for d, s in enumerate(randoms)]
+        ppl = {"task": "perplexity", "length": 64, "n": 1}
+        out += [{**ppl, "condition": "top", "fraction": 0.25, "draw": 0, "nll": math.log(ppl_top)}]
+        out += [{**ppl, "condition": "random", "fraction": 0.25, "draw": d, "nll": math.log(20.0 + d)}
+                for d in range(len(randoms))]
         return out
 
-    assert findings.verdict(sig, findings.masking_summary(rows(1.0, 0.25, [0.75, 1.0])))["reproduced"] is True
-    assert findings.verdict(sig, findings.masking_summary(rows(1.0, 0.9, [0.75, 1.0])))["reproduced"] is False
-    assert findings.verdict(sig, findings.masking_summary(rows(0.0, 0.0, [0.0, 0.0])))["reproduced"] is None
-    none_sig = findings.significant_heads(heads[1:2], 0.05)
-    assert findings.verdict(none_sig, findings.masking_summary(rows(1.0, 0.25, [0.75, 1.0])))["reproduced"] is False
+    # 19 draws all above the top heads: p = 1 / 20 = 0.05
+    hurts = findings.masking_test(rows(1.0, 0.25, [0.75] * 19))
+    assert hurts["fractions"]["0.25"]["p"] == pytest.approx(1 / 20) and hurts["verdict"] == "hurts"
+    assert findings.verdict(presence, hurts)["reproduced"] is True
+    tie = findings.masking_test(rows(1.0, 0.75, [0.75] * 19))  # ties count against: p = 20 / 20
+    assert tie["fractions"]["0.25"]["p"] == 1.0 and findings.verdict(presence, tie)["reproduced"] is False
+    collapse = findings.masking_test(rows(1.0, 0.25, [0.75] * 19, ppl_top=200.0))  # above every draw's 20..38
+    assert collapse["verdict"] == "collapse" and findings.verdict(presence, collapse)["reproduced"] is False
+    few = findings.masking_test(rows(1.0, 0.25, [0.75] * 5))  # p >= 1/6: cannot be tested
+    assert few["verdict"] == "untestable" and findings.verdict(presence, few)["reproduced"] is None
+    assert findings.masking_test(rows(0.0, 0.0, [0.0] * 19))["verdict"] == "nothing"
+    assert findings.verdict(findings.presence_test([]), hurts)["reproduced"] is None

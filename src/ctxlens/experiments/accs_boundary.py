@@ -8,7 +8,8 @@ context (recurrent models, ALiBi); a steady fall marks one that uses the whole p
 b = 0 perturbs nothing (self-similarity 1, a control).
 
 One unit per length: each batch of original sequences is run once and each boundary's perturbed
-copy once. One row per (boundary, stream, layer); by default the last layer.
+copy once. One pooled row per (boundary, stream, layer), by default the last layer, and the per-window
+rows of the card's window bootstrap beside it (``probes.suffix.window_rows``: ``level`` "window" / "pair").
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         coords = {"source": config.source, "cut_length": cut.cut_length,
                   "prefix_len": prefix_len, "suffix_len": config.suffix_len,
                   "positions": len(positions), "n_sequences": windows.shape[0], "boundary": boundary}
-        rows += [sx.geometry_row(coords, shuffle, stream, layer, results[(c, stream, layer)], config.condition_number)
-                 for stream in config.streams for layer in layers]
+        for stream in config.streams:
+            for layer in layers:
+                got = results[(c, stream, layer)]
+                rows.append(sx.geometry_row(coords, shuffle, stream, layer, got, config.condition_number))
+                rows += sx.window_rows(coords, shuffle, stream, layer, got)
     return rows
 
 

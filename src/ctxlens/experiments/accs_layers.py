@@ -8,7 +8,11 @@ stream after the context-mixing sublayer (``stream=residual``; ``block`` for blo
 are compared with their unperturbed counterparts at every layer. ACCS is expected to fall with
 depth as representations gather more context.
 
-One unit per length; one row per (stream, layer).
+One unit per length; one pooled row per (stream, layer) (``self_sim``, ``anisotropy``, ``accs`` over every
+window together, anisotropy over all pairs of the pool), and beside it the per-window rows the card's
+window bootstrap reads (``probes.suffix.window_rows``): ``level="window"`` per (stream, layer, sample) and
+``level="pair"`` per (stream, layer, sample, other_sample). Rows carry the layer's ``layer_type``
+(sliding_attention / full_attention) where the model names one.
 """
 
 from __future__ import annotations
@@ -49,8 +53,15 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     coords = {"source": config.source, "cut_length": cut.cut_length,
               "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
-    return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
-            for stream in config.streams for layer in layers]
+    types = {layer: sx.layer_type_of(lm, layer) for layer in layers}
+    rows = []
+    for stream in config.streams:
+        for layer in layers:
+            got = results[(0, stream, layer)]
+            row = sx.geometry_row(coords, shuffle, stream, layer, got, config.condition_number)
+            rows.append(row if types[layer] is None else {**row, "layer_type": types[layer]})
+            rows += sx.window_rows(coords, shuffle, stream, layer, got, types[layer])
+    return rows
 
 
 def work(config: Config, unit: dict) -> list[Work]:

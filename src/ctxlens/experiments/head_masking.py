@@ -7,9 +7,17 @@ transform) are masked, their output zeroed before the output projection (``LM.ma
 in prefill and generation alike), for the top 5% / 10%, and compared with the same number of
 random heads over several draws and with no masking.
 
-Measures per (transform, condition, length): passkey retrieval accuracy per depth (greedy
-exact match; a minimal built-in probe, ``ctxlens.probes.passkey``) and perplexity of ``n_samples`` windows
-of ``source``. The paper's LongBench QA and code-completion tasks need the task engine and
+Measures per (transform, condition, length): passkey retrieval, one row per passkey (``probe``,
+its index; score 1 or 0, greedy; a minimal built-in probe, ``ctxlens.probes.passkey``), the same
+passkeys under every condition, so conditions compare paired; and perplexity of ``n_samples``
+windows of ``source``. The card's test (``ctxlens.findings.positional.masking_test``) needs at least
+19 random draws per fraction (a randomization p >= 1 / (draws + 1)) and 30 passkeys.
+
+The top heads are ranked by ``positional-heads``' own code (``ctxlens.probes.positional_heads``)
+from a detection pass of this experiment at ``detect_length`` over ``detect_samples`` inputs of
+``source`` with ``n_queries`` and ``top_k``: given the same values as a ``positional-heads`` run
+(the profile passes them), the masked heads are that run's selection; the rows record them
+(``heads``) and the card checks they agree. The paper's LongBench QA and code-completion tasks need the task engine and
 are not run here yet.
 
 Defaults from the model (``defaults``; each only when the option is not given): the passkey in
@@ -55,8 +63,9 @@ class Config(common.HeadOptions):
                                                     "ruler on any other")
     depths: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [0.1, 0.5, 0.9], help="passkey depths: fraction of the prompt before the needle")
-    n_passkey: PositiveInt = option(4, "passkey probes per depth and length")
-    n_draws: Count = option(3, "random-head draws per fraction (the control)")
+    n_passkey: PositiveInt = option(10, "passkey probes per depth and length (the card's test wants >= 30 in all)")
+    n_draws: Count = option(19, "random-head draws per fraction (the control; the card's randomization test "
+                                "needs >= 19, 99 where the budget allows)")
     detect_length: PositiveInt | None = option(None, "length, in tokens, at which Positional Heads are detected; "
                                                      "unset: the training length")
     detect_samples: PositiveInt = option(4, "inputs of the head detection")
@@ -112,11 +121,9 @@ def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
     except TooShort as err:  # RULER's template does not fit this length
         return [{"task": "passkey", "score": None, "n": 0, "flag": str(err), **style}]
     rows = []
-    for depth in config.depths:
-        mine = [p for p in probes if p.depth == depth]
-        hits = [passkey.retrieved(lm, p) for p in mine]
-        rows.append({"task": "passkey", "depth": depth, "score": sum(hits) / len(hits), "n": len(hits),
-                     "n_tokens": max(p.n_tokens for p in mine), **style})
+    for i, p in enumerate(probes):  # one row per passkey: the same passkeys under every condition (paired)
+        rows.append({"task": "passkey", "depth": p.depth, "probe": i, "score": float(passkey.retrieved(lm, p)),
+                     "n": 1, "n_tokens": p.n_tokens, **style})
     return rows
 
 

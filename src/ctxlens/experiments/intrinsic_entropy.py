@@ -20,10 +20,16 @@ KDE uses the first ``kde_samples`` features.
 Units: one per length, writing ``stage="measure"`` rows, one per quantity: ``ce`` (mean nats, with
 its standard error), ``intrinsic_entropy`` per ``n_eig``, ``intrinsic_dimension`` per
 ``threshold``, ``kde_entropy`` (with the components kept and the bandwidth) and
-``relative_eigenvalue`` per ``index`` (1-based, at most ``eigen_rows`` of them). A last
-``stage="fit"`` unit fits CE linearly against each of those measures across lengths and writes
-slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and ``n_eig`` or
-``threshold``).
+``relative_eigenvalue`` and the raw covariance ``eigenvalue`` per ``index`` (1-based, at most
+``eigen_rows`` of each: a reader can normalise by the largest, the paper's choice, or by the trace).
+A last ``stage="fit"`` unit fits CE linearly against each of those measures across lengths and
+writes slope, intercept (with standard errors), r2 and pearson_r, keyed by ``x`` (and ``n_eig`` or
+``threshold``); with ``n_boot`` > 0 it also writes a bootstrap over windows: sample i is the same
+window at every length (one array of ids, cropped on the left), so each replicate resamples windows
+once for every length and writes ``stage="bootstrap"`` rows (``replicate``, ``length``) of ``ce``
+and of ``intrinsic_entropy`` per ``n_eig`` and ``norm`` ("max": divided by the largest eigenvalue;
+"trace": by their sum). Readers compute any statistic across lengths per replicate (the slope of
+S_n on log l, r(CE, S_n)) and take its percentile interval.
 
 Unless given, ``n_samples`` comes from the model's feature width d (``defaults``): max(512, 2 d),
 so that the d x d sample covariance has full rank with d / n <= 1/2 (the Marchenko-Pastur spread
@@ -45,14 +51,18 @@ from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
+    NORMS,
     CovarianceAccumulator,
+    bootstrap_spectra,
     eigen_spectrum,
+    entropy_of,
     intrinsic_dimension,
     intrinsic_entropy,
     kde_entropy,
+    permuted_spectra,
 )
 from ctxlens.probes.source import LengthSweepOptions
-from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
+from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
 
 
 @dataclass
@@ -74,6 +84,8 @@ class Config(LengthSweepOptions):
     kde_components: int | None = option(None, "principal components the KDE uses; unset: every component with "
                                                "relative eigenvalue >= 1e-8")
     eigen_rows: int = option(4096, "relative-eigenvalue rows written per length")
+    n_boot: Annotated[int, between(0, MAX_COUNT)] = option(
+        200, "bootstrap replicates over windows (paired across lengths) written by the fit unit; 0: none")
 
 
 def plan(config: Config) -> list[dict]:
@@ -82,10 +94,13 @@ def plan(config: Config) -> list[dict]:
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    site = _site(lm, config)
+    site = {**_site(lm, config), "bos": uses_bos(lm, config)}
     if unit["stage"] == "fit":
         per_length = [_measure(lm, config, n, cache) for n in sorted(config.lengths)]
-        return [{**site, **r} for r in _fit_rows(per_length)]
+        rows = _fit_rows(per_length)
+        if config.n_boot:
+            rows += bootstrap_rows(sorted(config.lengths), per_length, config.entropy_n, config.n_boot, config.seed)
+        return [{**site, **r} for r in rows]
     m = _measure(lm, config, unit["length"], cache)
     rows = [{"quantity": "ce", "value": m["ce"], "stderr": m["ce_stderr"], "flag": m["flag"]}]
     rows += [{"quantity": "intrinsic_entropy", "n_eig": k, "value": v, "flag": f}
@@ -98,6 +113,8 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
                      "bandwidth": k.bandwidth, "n_kde": k.n_samples, "flag": m["flag"]})
     rows += [{"quantity": "relative_eigenvalue", "index": i + 1, "value": float(v)}
              for i, v in enumerate(m["relative"][: config.eigen_rows])]
+    rows += [{"quantity": "eigenvalue", "index": i + 1, "value": float(v)}
+             for i, v in enumerate(m["eigenvalues"][: config.eigen_rows])]
     power = {"n_samples": m["n_samples"], "dim": m["dim"], "underpowered": underpowered(m["n_samples"], m["dim"])}
     return [{**site, **power, **r} for r in rows]
 
@@ -124,16 +141,20 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
     max_len = max(config.lengths)
     ids = samples(lm, config, max_len + 1, cache)  # [n, max_len + 1]
     windows, targets = ids[:, max_len - length : max_len], ids[:, max_len]  # [n, length], [n]
-    windows = with_bos(lm, windows) if config.bos else windows
+    windows = with_bos(lm, windows, config)
     lm.check_length(windows.shape[1])
     layer = _site(lm, config)["layer"] if config.layer is not None else None
     acc, kept, nll, start, dropped = CovarianceAccumulator(), [], [], 0, 0
+    boot: list[tuple] = []  # per batch: features [b, d], nats [b], finite [b] (zeros where not), for the bootstrap
     for final, block in iter_last_states(lm, windows, config.batch_tokens, layer=layer):
         feature = final if block is None else block  # [b, d]
         loss = next_token_nll(lm, final, targets[start : start + len(final)]).cpu()  # [b]
         start += len(final)
         ok = (torch.isfinite(feature).all(-1) & torch.isfinite(final).all(-1)).cpu() & torch.isfinite(loss)  # [b]
         dropped += int((~ok).sum())
+        if config.n_boot:
+            clean = torch.where(ok[:, None].to(feature.device), feature, 0).float().cpu()  # [b, d]
+            boot.append((clean, torch.where(ok, loss, 0.0), ok))
         if not ok.any():
             continue
         feature = feature[ok.to(feature.device)]
@@ -162,7 +183,10 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
     cache[key] = {
         "ce": float(nll.mean()), "ce_stderr": float(nll.std() / math.sqrt(len(nll))) if len(nll) > 1 else None,
         "entropy": entropy, "dimension": dict(zip(config.thresholds, intrinsic_dimension(spec, config.thresholds))),
-        "kde": kde, "relative": spec.relative.tolist(), "n_samples": spec.n_samples, "dim": spec.dim, "flag": flag,
+        "kde": kde, "relative": spec.relative.tolist(), "eigenvalues": spec.eigenvalues.tolist(),
+        "n_samples": spec.n_samples, "dim": spec.dim, "flag": flag,
+        # ([n, d] features, [n] nats, [n] finite) for the bootstrap
+        "windows": tuple(torch.cat(part) for part in zip(*boot)) if boot else None,
     }
     return cache[key]
 
@@ -170,8 +194,8 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
 def _unmeasured(config: Config, n: int, flag: str) -> dict:
     """A length whose features could not be measured: every value None, with the reason."""
     return {"ce": None, "ce_stderr": None, "entropy": {k: (None, flag) for k in config.entropy_n},
-            "dimension": {t: None for t in config.thresholds}, "kde": None, "relative": [], "n_samples": 0,
-            "dim": None, "flag": flag}
+            "dimension": {t: None for t in config.thresholds}, "kde": None, "relative": [], "eigenvalues": [],
+            "n_samples": 0, "dim": None, "flag": flag, "windows": None}
 
 
 def _fit_rows(per_length: list[dict]) -> list[dict]:
@@ -189,6 +213,44 @@ def _fit_rows(per_length: list[dict]) -> list[dict]:
         pts = [(x, y) for x, y in zip(xs, ce) if x is not None and y is not None and math.isfinite(y)]
         fit = fit_linear([x for x, _ in pts], [y for _, y in pts])
         rows += [{**coords, **r} for r in fit.rows()]
+    return rows
+
+
+def bootstrap_rows(lengths: list[int], per_length: list[dict], entropy_n: list[int], n_boot: int, seed: int
+                   ) -> list[dict]:
+    """``stage="bootstrap"`` rows: per replicate (one resample of the windows finite at every length,
+    shared by all lengths) and length, the mean CE and S_n per n and normalisation
+    (``metrics.spectrum.bootstrap_spectra``, ``entropy_of``); and as many ``stage="permutation"``
+    rows, each window's lengths shuffled (``permuted_spectra``: the null of no length effect, for
+    a randomization test). None when a length kept no windows."""
+    if any(m["windows"] is None for m in per_length):
+        return []
+    ok = torch.stack([m["windows"][2] for m in per_length]).all(0)  # [n] finite at every length
+    if int(ok.sum()) < 2:
+        return []
+    feats = [m["windows"][0][ok] for m in per_length]  # each [n_ok, d]
+    nll = torch.stack([m["windows"][1][ok].double() for m in per_length], 1)  # [n_ok, n_lengths]
+    idx, eig = bootstrap_spectra(feats, n_boot, seed)  # [B, n_ok], [B, n_lengths, d]
+    n_ok = int(ok.sum())
+    rows = _replicate_rows("bootstrap", lengths, nll[idx].mean(1), eig, entropy_n, n_ok)  # ce [B, n_lengths]
+    perm, eig = permuted_spectra(feats, n_boot, seed + 1)  # [P, n_ok, n_lengths], [P, n_lengths, d]
+    ce = torch.gather(nll.expand(n_boot, -1, -1), 2, perm).mean(1)  # [P, n_lengths]
+    return rows + _replicate_rows("permutation", lengths, ce, eig, entropy_n, n_ok)
+
+
+def _replicate_rows(stage: str, lengths: list[int], ce: torch.Tensor, eig: torch.Tensor, entropy_n: list[int],
+                    n_windows: int) -> list[dict]:
+    """Rows of ``stage`` per replicate and length: ``ce`` [R, n_lengths] and S_n of eig [R, n_lengths, d]
+    per n and normalisation."""
+    s_n = {(k, norm): entropy_of(eig, k, norm).tolist() for k in entropy_n if k <= eig.shape[-1]
+           for norm in NORMS}  # each [R][n_lengths]
+    ce_l, rows = ce.tolist(), []
+    for b in range(len(ce_l)):
+        for j, length in enumerate(lengths):
+            rows.append({"stage": stage, "replicate": b, "length": length, "quantity": "ce", "value": ce_l[b][j],
+                         "n_windows": n_windows})
+            rows += [{"stage": stage, "replicate": b, "length": length, "quantity": "intrinsic_entropy",
+                      "n_eig": k, "norm": norm, "value": v[b][j]} for (k, norm), v in s_n.items()]
     return rows
 
 

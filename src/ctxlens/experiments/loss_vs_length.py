@@ -16,6 +16,13 @@ row per (length, sample) with ``stage="measure"`` and ``ce``, the sample's mean 
 its scored positions; then one ``stage="fit"`` unit writing one row per quantity of the fit to the
 mean CE per length (C0, C, gamma with standard errors, r2). The fit reuses the measurements made
 in this process and recomputes them after a resume.
+
+``sample`` i is the same document window at every length (the windows of every length are cut
+from one array of ids, ``scored_windows``), so lengths can be compared paired over samples. The fit
+weights each length's mean by its standard error over samples, keeps C0 >= 0 (a cross-entropy's
+floor; a fit whose C0 ends at 0 says "C0 at its bound" in its flag), and is bootstrapped over
+samples (whole windows resampled, then refitted): ``ci_low`` / ``ci_high`` are the 95% percentile
+interval of each parameter, ``n_boot`` the refits, ``c0_at_bound`` the share of them with C0 at 0.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
-from ctxlens.metrics.fits import fit_power_law
+from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
-from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, with_bos
+from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
 
 
 @dataclass
@@ -40,6 +47,7 @@ class Config(LengthSweepOptions):
                                         help="visible context lengths l, in tokens (each once)")
     n_samples: Count = option(8, "windows, each scored at every length")
     n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
+    n_boot: PositiveInt = option(400, "bootstrap refits of the power law over samples (whole windows resampled)")
 
 
 def plan(config: Config) -> list[dict]:
@@ -50,17 +58,34 @@ def plan(config: Config) -> list[dict]:
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     lengths = sorted(config.lengths)
     if unit["stage"] == "fit":
-        means = [float(_measure(lm, config, n, cache).double().mean()) for n in lengths]
-        finite = [(n, m) for n, m in zip(lengths, means) if math.isfinite(m)]
-        fit = fit_power_law([n for n, _ in finite], [m for _, m in finite])
-        return fit.rows()
+        return fit_rows(lengths, [_measure(lm, config, n, cache).double().mean(1).tolist() for n in lengths],
+                        config.n_boot, config.seed)
     nll = _measure(lm, config, unit["length"], cache)  # [n_samples, n_scored]
     rows = []
     for i, per_sample in enumerate(nll):
         ok = bool(per_sample.isfinite().all())
-        rows.append({"sample": i, "n_scored": config.n_scored, "bos": config.bos,
+        rows.append({"sample": i, "n_scored": config.n_scored, "bos": uses_bos(lm, config),
                      "ce": float(per_sample.double().mean()) if ok else None,
                      "flag": None if ok else "non-finite loss"})
+    return rows
+
+
+def fit_rows(lengths: list[int], per_length: list[list[float]], n_boot: int, seed: int) -> list[dict]:
+    """The fit rows from each length's per-sample CE (per_length [n_lengths][n_samples]): samples with
+    a non-finite CE at any length are left out (the design is paired), lengths are then fitted
+    together (``metrics.fits.fit_documents``)."""
+    docs = [[per_length[j][i] for j in range(len(lengths))] for i in range(len(per_length[0]))]
+    docs = [d for d in docs if all(math.isfinite(v) for v in d)]  # [n_docs][n_lengths]
+    if not docs:
+        return [{"fit": "power_law", "quantity": k, "value": None, "stderr": None, "n_points": 0,
+                 "flag": "no sample has a finite CE at every length"} for k in ("C0", "C", "gamma")]
+    fit, ci, at_bound = fit_documents(lengths, docs, n_boot=n_boot, seed=seed)
+    extra = {"n_docs": len(docs), "n_boot": n_boot, "weighted": True, "c0_min": 0.0,
+             "c0_at_bound": None if math.isnan(at_bound) else at_bound}
+    rows = []
+    for r in fit.rows():
+        lo_hi = ci.get(r["quantity"])
+        rows.append({**r, **extra, "ci_low": lo_hi[0] if lo_hi else None, "ci_high": lo_hi[1] if lo_hi else None})
     return rows
 
 
@@ -68,7 +93,7 @@ def work(config: Config, unit: dict) -> list[Work]:
     """A measure unit reads every sample's ``n_scored`` windows of its length (the fit reuses them)."""
     if unit["stage"] != "measure":
         return []
-    return [Work(config.n_samples * config.n_scored, unit["length"] + int(config.bos))]
+    return [Work(config.n_samples * config.n_scored, unit["length"] + int(bool(config.bos)))]  # auto: estimated without
 
 
 # ------------------------------------------------------------------------------- measurement
@@ -78,7 +103,7 @@ def _measure(lm, config: Config, length: int, cache: dict) -> torch.Tensor:
     if key not in cache:
         ids = samples(lm, config, max(config.lengths) + config.n_scored, cache)  # [n, Lmax + K]
         windows, targets = scored_windows(ids, length, config.n_scored, max(config.lengths))
-        windows = with_bos(lm, windows) if config.bos else windows
+        windows = with_bos(lm, windows, config)
         lm.check_length(windows.shape[1])
         finals = [final for final, _ in iter_last_states(lm, windows, config.batch_tokens)]
         nll = next_token_nll(lm, torch.cat(finals), targets)  # [n * K]

@@ -4,11 +4,19 @@ The rope-distance paper ("On the token distance modeling ability of higher RoPE 
 Section 4.3.1 and Appendix A.3: Spearman's rho between relative distance and dominant
 dimension (Section 4.2.1, see ``dominant-dimension``) ranks every attention head; the paper
 reads |rho| as the strength of the correlation (``rank_by=abs``; ``positive`` / ``negative``
-rank by signed rho). Rows: ``kind="head"`` one per (layer, head) with rho, p_value, rank,
-whether p < alpha (``significant``, per head) and, corrected for testing every head at once,
-the Bonferroni p-value min(1, p x heads) (``p_bonferroni``) and whether it is < alpha
-(``significant_bonferroni``); ``kind="selection"`` one per fraction with the selected heads as
-[[layer, head], ...] (what ``head-masking`` masks).
+rank by signed rho). The paper makes no test; ctxlens's test that a head tracks distance takes
+the inputs (the paper's 17 prompts) as the independent items: one rho per (head, input), and per
+head a one-sample t test across inputs that their mean rho is 0 (the rho pooled over ~1000
+distances of a few inputs counts correlated points as independent: its p-value cannot fail).
+
+Rows: ``kind="head"`` one per (layer, head) with rho (pooled over the inputs, the paper's
+ranking quantity) and rank, the mean per-input rho (``rho_mean``), the t test's two-sided
+``p_value`` over ``n_prompts`` inputs, whether p < alpha (``significant``, per head) and,
+corrected for testing every head at once, the Bonferroni p-value min(1, p x heads)
+(``p_bonferroni``) and whether it is < alpha (``significant_bonferroni``); ``kind="prompt"`` one
+per (layer, head, prompt) with that input's rho; ``kind="selection"`` one per fraction with the
+selected heads as [[layer, head], ...] (what ``head-masking`` masks when it is given the same
+detection options: length, inputs, source, seed, queries, top-k).
 """
 
 from __future__ import annotations
@@ -17,11 +25,12 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.options import PositiveInt, between, option
+from ctxlens.core.stats import one_sample_t
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import DEMO_ROPE, DemoStep, Smoke, T, register, summary
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import n_selected
-from ctxlens.probes.positional_heads import ranked_heads
+from ctxlens.probes.positional_heads import detection
 
 
 @dataclass
@@ -29,8 +38,8 @@ class Config(common.HeadOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512],
                                         help="detection lengths, in tokens (e.g. the training length)")
     alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
-        0.05, "significance level of each head's test (significant: uncorrected; significant_bonferroni: over "
-              "all heads)")
+        0.05, "significance level of each head's t test across inputs (significant: uncorrected; "
+              "significant_bonferroni: over all heads)")
 
 
 def plan(config: Config) -> list[dict]:
@@ -45,10 +54,31 @@ def significance(p: float | None, n_tests: int, alpha: float) -> dict:
     return {"significant": p < alpha, "p_bonferroni": corrected, "significant_bonferroni": corrected < alpha}
 
 
+def _across_prompts(prompt_rows: list[dict]) -> dict[tuple[int, int], dict]:
+    """Per (layer, head): the mean of its per-input rho, the t test's p and the inputs counted."""
+    by: dict[tuple[int, int], list[float]] = {}
+    for r in prompt_rows:
+        cell = by.setdefault((r["layer"], r["head"]), [])
+        if r["rho"] is not None:
+            cell.append(r["rho"])
+    out = {}
+    for key, rhos in by.items():
+        mean, _, p = one_sample_t(rhos) if len(rhos) >= 2 else (rhos[0] if rhos else None, None, None)
+        out[key] = {"rho_mean": mean, "p_value": p if len(rhos) >= 2 else None, "n_prompts": len(rhos)}
+    return out
+
+
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    ranked = ranked_heads(lm, config, unit, cache)
+    ranked, prompts = detection(lm, config, unit, cache)
+    tests = _across_prompts(prompts)
     extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked)}
-    rows = [{"kind": "head", **r, **significance(r["p_value"], len(ranked), config.alpha), **extra} for r in ranked]
+    rows = []
+    for r in ranked:
+        test = tests.get((r["layer"], r["head"]), {"rho_mean": None, "p_value": None, "n_prompts": 0})
+        pooled = {k: v for k, v in r.items() if k != "p_value"}  # the pooled points' p: not a valid test
+        rows.append({"kind": "head", **pooled, **test, **significance(test["p_value"], len(ranked), config.alpha),
+                     **extra})
+    rows += [{"kind": "prompt", **{k: v for k, v in r.items() if k != "p_value"}, **extra} for r in prompts]
     for f in config.fractions:
         n = n_selected(f, len(ranked))
         rows.append({"kind": "selection", "fraction": f, "n_selected": n,

@@ -5,11 +5,15 @@ The geometry paper ("How much do contextualized representations encode long-rang
 "token suffix ppl"): like sliding-window evaluation, only the last ``suffix_len`` tokens of each
 window are scored, each given everything before it. The scored suffix tokens are the same at
 every length (windows are cropped on the left), so lengths differ only in how much context
-precedes them. One unit per length, one row per length.
+precedes them, and sequence i is the same suffix at every length. One unit per length, writing
+one summary row (no ``stage``; ``nll`` the mean over sequences, ``nll_se`` its standard error,
+``ppl``) and one ``stage="sequence"`` row per sequence with its mean suffix NLL
+(``sequence_nll``), so that two lengths can be compared paired over sequences.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
@@ -25,13 +29,14 @@ from ctxlens.experiments.registry import (
     summary,
 )
 from ctxlens.probes import suffix as sx
-from ctxlens.probes.perplexity import suffix_perplexity
+from ctxlens.probes.perplexity import suffix_nll
 
 
 @dataclass
 class Config(sx.SuffixOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
                                         help="sequence lengths (prefix + suffix), in tokens")
+    bos: bool | None = option(None, "BOS first in every window; unset (auto): when the tokenizer adds one")
 
     def validate(self) -> None:
         super().validate()
@@ -46,10 +51,27 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
-    return [{"source": config.source, "cut_length": cut.cut_length,
-             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
-             "n_sequences": windows.shape[0],
-             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}]
+    per = [float(v) for b0 in range(0, windows.shape[0], config.batch_size)
+           for v in suffix_nll(lm, windows[b0:b0 + config.batch_size], config.suffix_len).double().mean(1)]  # [n]
+    coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
+              "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
+              "n_sequences": windows.shape[0]}
+    rows = [{**coords, **summary_of(per, config.suffix_len)}]
+    return rows + [{**coords, "stage": "sequence", "sequence": i, "sequence_nll": v if math.isfinite(v) else None,
+                    "flag": None if math.isfinite(v) else "non-finite NLL: the model's logits hold NaN or inf"}
+                   for i, v in enumerate(per)]
+
+
+def summary_of(per_sequence: list[float], suffix_len: int) -> dict:
+    """{"n_tokens", "nll", "nll_se", "ppl", "flag"} from each sequence's mean suffix NLL: the mean
+    over sequences (each scores ``suffix_len`` tokens: the mean over all tokens) and its standard
+    error over sequences (None for one sequence)."""
+    n = len(per_sequence)
+    mean = sum(per_sequence) / n
+    if not math.isfinite(mean):
+        return {"n_tokens": n * suffix_len, "nll": None, "nll_se": None, "ppl": None, "flag": "non-finite loss"}
+    se = math.sqrt(sum((x - mean) ** 2 for x in per_sequence) / (n - 1) / n) if n > 1 else None
+    return {"n_tokens": n * suffix_len, "nll": mean, "nll_se": se, "ppl": math.exp(min(mean, 700.0)), "flag": None}
 
 
 register(Experiment(

@@ -76,7 +76,7 @@ class CardLine:
     question: str
     paper: str
     expected: str
-    order: int
+    order: float
     compute: Callable[[Context], Line]
     applies: Callable[[dict], str | None] | None = None  # None, or a rule (None = applies, else why not)
 
@@ -92,7 +92,7 @@ def _discover() -> None:
 LINES: Registry[CardLine] = Registry("card line", load=_discover)
 
 
-def card_line(key: str, question: str, paper: str, expected: str, order: int,
+def card_line(key: str, question: str, paper: str, expected: str, order: float,
               applies: Callable[[dict], str | None] | None = None) -> Callable[[Callable[[Context], Line]], Callable]:
     """Register ``compute(ctx) -> Line`` as the card's line ``key`` (see ``CardLine``)."""
     def register(compute: Callable[[Context], Line]) -> Callable[[Context], Line]:

@@ -12,56 +12,64 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_trend, plateau
+from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_result, plateau_result
 from ctxlens.findings.models import local_model, recurrent_hybrid, rope_transformer
 from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, _verdicts, as_models
+
+
+def _depth_words(t: dict) -> str:
+    ci = t.get("ci_ACCS")
+    interval = "no per-window rows" if not t["per_window"] else (
+        f"95% CI {_num(ci[0])} to {_num(ci[1])} over {t['k']} windows" if ci else f"{t['k']} windows")
+    return (f"length {t['length']}: spearman(layer, ACCS) = {_num(t.get('rho_ACCS'))} ({interval}); "
+            f"S {_num(t.get('rho_S'))}, A {_num(t.get('rho_A'))}")
+
+
+def _falls(t: dict) -> bool | None:
+    """True: ACCS falls with depth (interval below 0); False: it rises (above 0); None otherwise."""
+    return {-1: True, 1: False}.get(t["verdict"])
 
 
 def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str, str],
                           train_length: int = TRAIN_LENGTH) -> dict:
     """The geometry paper, Section 4, Figure 1: ACCS falls with layer depth (``zoo:rope`` within its
-    training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_trend``): Spearman
-    correlation between layer index and ACCS is negative and the last layer's ACCS is below the
-    first layer's; residual stream, at the longest measured length <= the model's training length.
-    Applies to RoPE Transformers."""
+    training length; ``accs-layers``). Criterion (``ctxlens.findings.accs.depth_result``, the card's):
+    the 95% interval of Spearman(layer, ACCS) from a bootstrap over windows lies below 0 (>= 8 windows;
+    rows without per-window values are undecided); residual stream, at the longest measured length
+    <= the model's training length. Applies to RoPE Transformers."""
     models = as_models(models)
 
     def trend(spec: str | None, limit: int):
-        got = [r for r in rows.of("accs-layers", spec) if r.get("length", 0) <= limit]
-        if not got:
-            return None
-        length = max(r["length"] for r in got)
-        return length, depth_trend([r for r in got if r["length"] == length])
+        return depth_result(rows.of("accs-layers", spec), limit)
 
     def check(name: str):
-        got = trend(models.get(name), models.length(name))
-        if got is None:
-            return None
-        length, t = got
-        return (f"length {length}: spearman(layer, ACCS) = {_num(t['spearman'])}, ACCS first layer "
-                f"{_num(t.get('first'))}, last {_num(t.get('last'))}"), t["reproduced"]
+        t = trend(models.get(name), models.length(name))
+        return None if t is None else (_depth_words(t), _falls(t))
 
     def control(name: str) -> str:
-        got = trend(controls.get(name), models.length(name))
-        return "not run" if got is None else _shows(got[1]["reproduced"])
+        t = trend(controls.get(name), models.length(name))
+        return "not run" if t is None else _shows(_falls(t))
 
     return _verdicts("ACCS falls with layer depth", f"{PAPERS['000']}, Section 4, Figure 1",
-                     "spearman(layer, ACCS) < 0 and ACCS(last layer) < ACCS(first layer), within the training length",
+                     "95% window-bootstrap interval of spearman(layer, ACCS) below 0, within the training length",
                      rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
 
 
 def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[int], bool]):
-    """Per-length plateau verdicts of one model's ``accs-boundary`` rows: (words, all agree with
-    ``want``; None when every length is undecided), or None without rows."""
+    """Per-length plateau verdicts of one model's ``accs-boundary`` rows (``ctxlens.findings.accs.
+    plateau_result``, the card's): (words, all agree with ``want``; None when every length is
+    undecided), or None without rows."""
     got = [r for r in rows.of("accs-boundary", spec) if lengths(r.get("length", 0))]
     if not got:
         return None
     parts, oks = [], []
     for length in sorted({r["length"] for r in got}):
-        p = plateau([r for r in got if r["length"] == length])
-        ok = None if p["plateau"] is None else p["plateau"] == want
+        p = plateau_result(got, length)
+        ok = None if p["verdict"] is None else p["verdict"] == want
         oks.append(ok)
-        parts.append(f"length {length}: plateau ratio {_num(p['plateau_ratio'])}")
+        ci = p.get("ci")
+        where = f"95% CI {_num(ci[0])} to {_num(ci[1])}, {p['k']} windows" if ci else f"{p['k']} windows, no interval"
+        parts.append(f"length {length}: plateau ratio {_num(p.get('ratio'))} ({where})")
     ok = False if False in oks else None if None in oks else True
     return "; ".join(parts), ok
 
@@ -91,8 +99,9 @@ def local_plateau(rows: Rows, models: dict[str, str], controls: dict[str, str],
     """The geometry paper, Section 5.2, Figure 4, Table 4: recurrent models (Mamba-2, mLSTM) and ALiBi
     are hardly moved by shuffling the distant prefix: a flat ACCS plateau, then a drop as the
     shuffle reaches the suffix (``accs-boundary``). Criterion (``ctxlens.findings.accs.plateau``): the
-    plateau ratio is below 0.25 (between the paper's two groups in Table 4) at every measured
-    length; undecided when ACCS does not drop at all."""
+    plateau ratio's 95% window-bootstrap interval lies below 0.25 (between the paper's two groups in
+    Table 4) at every measured length; undecided when the total drop's interval reaches 0, the
+    ratio's holds 0.25, or the rows hold fewer than 8 windows or none per window."""
     return _plateau_finding(rows, models, controls, "recurrent and ALiBi models plateau on distant perturbations",
                             local_model, True, f"{_RATIO} < {PLATEAU_THRESHOLD}",
                             lambda n, t: True, "accs-boundary on a recurrent or ALiBi model")
@@ -102,7 +111,7 @@ def hybrid_no_plateau(rows: Rows, models: dict[str, str], controls: dict[str, st
                       train_length: int = TRAIN_LENGTH) -> dict:
     """The geometry paper, Section 5.2, Figure 4, Table 4: hybrids (Griffin, HybridMamba) contextualise
     the whole prefix: ACCS falls steadily as the shuffle grows, no plateau (``accs-boundary``).
-    Criterion: the plateau ratio is 0.25 or more at every measured length."""
+    Criterion: the plateau ratio's 95% window-bootstrap interval lies above 0.25 at every measured length."""
     return _plateau_finding(rows, models, controls, "hybrids contextualise the whole prefix (no plateau)",
                             recurrent_hybrid, False, f"{_RATIO} >= {PLATEAU_THRESHOLD}",
                             lambda n, t: True, "accs-boundary on a recurrent/attention hybrid")
@@ -112,7 +121,8 @@ def rope_no_plateau_beyond_training(rows: Rows, models: dict[str, str], controls
                                     train_length: int = TRAIN_LENGTH) -> dict:
     """The geometry paper, Section 5.2, Figure 4: RoPE beyond its training length is moved by the whole
     prefix, like the hybrids (``accs-boundary`` at lengths above the training length).
-    Criterion: the plateau ratio is 0.25 or more at every measured length > the training length."""
+    Criterion: the plateau ratio's 95% window-bootstrap interval lies above 0.25 at every measured
+    length > the training length."""
     return _plateau_finding(rows, models, controls, "RoPE beyond its training length uses the whole prefix",
                             rope_transformer, False, f"{_RATIO} >= {PLATEAU_THRESHOLD} beyond the training length",
                             lambda n, t: n > t, "accs-boundary on a RoPE Transformer beyond its training length")

@@ -1,25 +1,189 @@
 """The retrieval findings of the long-sequence paper, "How Well Can a Long Sequence Model Model Long Sequences?".
 
 Section 4, Tables 1-3: every architecture retrieves a needle worse beyond its training length
-(``retrieval_collapses``) and, at the training length, worse in the middle of the context than
-at its ends (``lost_in_the_middle``), both read from ``niah-depth`` rows and decided with a
-one-sided two-proportion z-test (``_proportion_drop``) on the pooled needle accuracies.
+(``retrieval_collapses``, test ``length_test``) and, at the training length, worse in the middle
+of the context than at its ends (``lost_in_the_middle``, test ``middle_test``). The card's lines
+(``ctxlens.findings.lines.needle``) call the same two tests: one implementation.
+
+The independent item is the haystack. A ``niah-depth`` row is one (length, depth, haystack)
+cell; its haystack is (``seed``, ``sample``): the task generator draws a sample's key, value and
+haystack from random streams keyed by (task, seed, sample index) only
+(``ctxlens.tasks.base.Setup.rng``: the same at every length unless ``by_length``; the depth is a
+generator option, not part of the key), and ``experiments/niah_depth.py`` runs every (length,
+depth) unit with the same seed and ``n_samples``. So sample i of seed s is the same haystack with
+the same needle at every depth and every length, and a top-up run (``niah-depth+1``, seed 1) adds
+new haystacks. Cells of one haystack are correlated (a hard key is hard at every depth), so both
+tests are paired over haystacks:
+
+* ``middle_test``: each end (depth 0, depth 100) against the middle, the haystack's depth-50 cell
+  (the paper's centre column: Tables 2-3 include depth 50, and Table 4 reads "the middle" at
+  depth 50 alone). One binary cell per haystack keeps the outcome binary, so each end is tested
+  with the exact one-sided McNemar test on haystack pairs and has a paired Newcombe interval;
+  the two ends are one family, decided by Holm at 5% (first step 0.025, second 0.05).
+* ``length_test``: per haystack, its accuracy over the depths it has at both L and 2L; the
+  paired sign-flip test of the mean drop (``core.stats.sign_flip_p``) and a bootstrap over
+  haystacks of the mean difference.
+
+The effect each test must detect is the paper's smallest typical effect: ``MIN_DIP`` = 0.25, the
+end-minus-middle dips of Table 2 (Mamba2: 59 / 66 at depths 0 / 100 vs 39 at depth 50; TPP: 53 /
+56 vs 26, i.e. 0.20-0.29); ``MIN_DROP`` = 0.20, the drop of the mean over depths from Table 2
+(training length) to Table 3 (twice it), which six of the paper's eight models exceed (Mamba2
+0.43 -> 0.21). Power (``mde``) is the exact McNemar computation (``core.stats.mcnemar_mde``) with
+the haystacks' observed discordance (at least the effect): the case where a haystack is lost or
+kept as a whole.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
+import numpy as np
+
+from ctxlens.core.stats import mcnemar_exact, mcnemar_mde, newcombe_paired, sign_flip_p
 from ctxlens.findings.models import any_model, reaches
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _verdicts, as_models
+from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _verdicts, as_models
 
-Z_ONE_SIDED_05 = 1.6448536269514722  # one-sided 5% critical value of the standard normal
-MIDDLE_DEPTHS = (40.0, 60.0)  # "the middle" of the long-sequence paper Table 2: depths 40, 50 and 60 %
+ALPHA = 0.05
+DEPTH_GRID = (0.0, 20.0, 40.0, 50.0, 60.0, 80.0, 100.0)  # the long-sequence paper, Tables 2-3
+MIDDLE = 50.0  # the middle cell of a haystack (see the module docstring)
+ENDS = {"start": 0.0, "end": 100.0}
+MIN_DIP = 0.25  # the paper's Table 2 end-minus-middle dips of Mamba2 and TPP: 0.20-0.29
+MIN_DROP = 0.20  # Table 2 -> Table 3 drop of the mean over depths: six of the eight models drop more
+
+
+def _given(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+def haystacks(rows: list[dict], length: int) -> tuple[dict[tuple, dict[float, int]], int]:
+    """({haystack (seed, sample): {depth: 1 retrieved / 0 not}} at ``length``, rows skipped for not
+    naming their haystack). Scored rows only; a single-needle score is 0 or 100 (>= 50 counts)."""
+    cells: dict[tuple, dict[float, int]] = defaultdict(dict)
+    unnamed = 0
+    for r in rows:
+        if r.get("length") != length or not _given(r.get("score")) or not _given(r.get("depth")):
+            continue
+        if not _given(r.get("sample")):
+            unnamed += 1
+            continue
+        cells[(r.get("seed", 0), int(r["sample"]))][float(r["depth"])] = int(float(r["score"]) >= 50)
+    return dict(cells), unnamed
+
+
+def _pairs(cells: dict[tuple, dict[float, int]], first: float, second: float) -> tuple[int, int, int, int]:
+    """(both, first only, second only, neither) over haystacks with both depths."""
+    both = only1 = only2 = neither = 0
+    for depth in cells.values():
+        if first in depth and second in depth:
+            a, b = depth[first], depth[second]
+            both += a and b
+            only1 += a and not b
+            only2 += b and not a
+            neither += not a and not b
+    return both, only1, only2, neither
+
+
+def end_vs_middle(cells: dict[tuple, dict[float, int]], end: float, middle: float = MIDDLE) -> dict | None:
+    """One end against the middle on haystack pairs: accuracies, the paired Newcombe interval of
+    end - middle, the exact one-sided McNemar p that the end exceeds the middle (a dip), and that of
+    the reverse; None when no haystack has both cells."""
+    a, b, c, d = _pairs(cells, end, middle)
+    n = a + b + c + d
+    if n == 0:
+        return None
+    return {"n": n, "end": (a + b) / n, "middle": (a + c) / n, "diff": (b - c) / n,
+            "interval": newcombe_paired(a, b, c, d), "p": mcnemar_exact(b, c, "greater"),
+            "p_reverse": mcnemar_exact(b, c, "less"), "discordant": (b + c) / n, "counts": (a, b, c, d)}
+
+
+def _holm(p: dict[str, float]) -> list[str]:
+    """The keys of ``p`` (two one-sided p-values, one per end) that Holm's procedure rejects at 5%,
+    in ``ENDS`` order: the smaller p below 0.025, then the other below 0.05."""
+    order = sorted(p, key=lambda k: p[k])
+    out = []
+    for i, k in enumerate(order):
+        if p[k] >= ALPHA / (len(order) - i):
+            break
+        out.append(k)
+    return [k for k in ENDS if k in out]
+
+
+def middle_test(rows: list[dict], length: int) -> dict:
+    """The lost-in-the-middle test at ``length`` (module docstring): per end the paired comparison
+    with the depth-50 cell; ``dips`` the ends whose one-sided McNemar p passes Holm at 5% over the
+    two ends; ``reverse`` the ends below the middle by the same rule (McNemar the other way);
+    ``mde`` the smallest dip detectable at Holm's first step (0.025) with 80% power; ``missing``
+    depths of the paper's grid the rows lack; ``why`` says what is missing when nothing can be
+    tested."""
+    cells, unnamed = haystacks(rows, length)
+    have = sorted({dep for c in cells.values() for dep in c})
+    out: dict = {"length": length, "n": len(cells), "depths": have, "unnamed": unnamed,
+                 "missing": [dep for dep in DEPTH_GRID if dep not in have], "why": None}
+    if not cells:
+        out["why"] = (f"the {unnamed} needle rows at {length} do not name their haystack (sample)" if unnamed
+                      else f"no needle rows at {length}")
+        return out
+    sides = {name: end_vs_middle(cells, depth) for name, depth in ENDS.items()}
+    if any(s is None for s in sides.values()):
+        out["why"] = f"the rows at {length} lack depth 0, 50 or 100 (they hold {', '.join(f'{d:g}' for d in have)})"
+        return out
+    out.update(sides)
+    out["dips"] = _holm({k: sides[k]["p"] for k in ENDS})
+    out["reverse"] = _holm({k: sides[k]["p_reverse"] for k in ENDS})
+    out["n"] = min(s["n"] for s in sides.values())
+    out["mde"] = mcnemar_mde(out["n"], max(s["discordant"] for s in sides.values()), alpha=ALPHA / 2)
+    out["retrieved"] = any(s["end"] > 0 or s["middle"] > 0 for s in sides.values())
+    return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def length_test(rows: list[dict], length: int) -> dict:
+    """Needle retrieval at ``length`` vs twice it, paired over haystacks (module docstring): per
+    haystack present at both lengths, its accuracy over the depths it has at both; ``at_L``,
+    ``at_2L`` the means over haystacks, ``diff`` = at_2L - at_L with a bootstrap interval over
+    haystacks, ``p`` the one-sided sign-flip p of a drop, ``mde`` the smallest drop detectable at
+    5% with 80% power, ``why`` what is missing when nothing can be tested."""
+    at, beyond = haystacks(rows, length)[0], haystacks(rows, 2 * length)[0]
+    out: dict = {"length": length, "n": 0, "why": None}
+    pairs = []
+    for h in sorted(set(at) & set(beyond), key=repr):
+        depths = sorted(set(at[h]) & set(beyond[h]))
+        if depths:
+            pairs.append((sum(at[h][d] for d in depths) / len(depths), sum(beyond[h][d] for d in depths) / len(depths)))
+    if not pairs:
+        out["why"] = f"no haystack has needle rows at both {length} and {2 * length}"
+        return out
+    drops = [a - b for a, b in pairs]
+    out.update(n=len(pairs), at_L=_mean([a for a, _ in pairs]), at_2L=_mean([b for _, b in pairs]),
+               depths=sorted({d for h in set(at) & set(beyond) for d in set(at[h]) & set(beyond[h])}))
+    out["diff"] = out["at_2L"] - out["at_L"]
+    out["interval"] = _bootstrap_mean([-x for x in drops])
+    out["p"] = sign_flip_p(drops, "greater")
+    out["mde"] = mcnemar_mde(len(pairs), sum(abs(x) for x in drops) / len(drops), alpha=ALPHA)
+    return out
+
+
+def _bootstrap_mean(values: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean of ``values`` [n] (one per haystack, each in
+    [-1, 1]), resampling haystacks (as ``core.stats.bootstrap``, vectorised), the deviations from the
+    mean scaled by sqrt(n / (n - 1)) first so that the bootstrap variance is the unbiased one with few
+    haystacks; clipped to [-1, 1]; (-1, 1) below two haystacks."""
+    if len(values) < 2:
+        return -1.0, 1.0
+    x = np.asarray(values, dtype=np.float64)  # [n]
+    x = x.mean() + (x - x.mean()) * math.sqrt(len(x) / (len(x) - 1))
+    means = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(axis=1)  # [n_boot]
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return max(-1.0, float(lo)), min(1.0, float(hi))
 
 
 def _proportion_drop(hi: list[float], lo: list[float]) -> tuple[float, float, float | None]:
-    """One-sided two-proportion z-test that ``hi`` (scores in [0, 1]) exceeds ``lo``:
-    (mean hi, mean lo, z; None when both are all 0 or all 1, i.e. no spread to test)."""
+    """The old pooled, unpaired two-proportion z (kept only to show, in the calibration tests, that it
+    is miscalibrated when cells of one haystack are counted as independent): (mean hi, mean lo, z)."""
     n1, n2 = len(hi), len(lo)
     p1, p2 = sum(hi) / n1, sum(lo) / n2
     pooled = (sum(hi) + sum(lo)) / (n1 + n2)
@@ -27,36 +191,32 @@ def _proportion_drop(hi: list[float], lo: list[float]) -> tuple[float, float, fl
     return p1, p2, None if se == 0 else (p1 - p2) / se
 
 
-def _scores(rows: list[dict], **where) -> list[float]:
-    """Task scores (percent) of rows matching ``where``, as fractions in [0, 1]; flagged rows skipped."""
-    return [float(r["score"]) / 100 for r in rows if r.get("score") is not None
-            and all(r.get(k) == v for k, v in where.items())]
-
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, str],
                         train_length: int = TRAIN_LENGTH) -> dict:
     """The long-sequence paper, Section 4, Tables 1-3: every architecture retrieves worse beyond its training
-    length (Table 2 at the training length vs Table 3 at twice it: the mean over depths drops
-    for all eight models; ratios 0 to 0.86). ``niah-depth`` at the training length T and 2T.
-    Criterion: the needle accuracy pooled over depths is lower at 2T than at T and the drop is
-    significant (one-sided two-proportion z-test, z > 1.645, i.e. p < 0.05); undecided when
-    nothing is retrieved at T. Applies to every architecture whose positions reach 2T."""
+    length (Table 2 at the training length T vs Table 3 at 2T: the mean over depths drops for all
+    eight models). ``niah-depth`` at T and 2T. Criterion (``length_test``): the per-haystack
+    accuracy over depths is lower at 2T than at T, one-sided paired sign-flip p < 0.05 over
+    haystacks; undecided when nothing is retrieved at T. Applies to every architecture whose
+    positions reach 2T."""
     models = as_models(models)
 
     def check(name: str):
-        got, t = rows.of("niah-depth", models.get(name)), models.length(name)
-        at, beyond = _scores(got, length=t), _scores(got, length=2 * t)
-        if not at or not beyond:
+        t = models.length(name)
+        got = length_test(rows.of("niah-depth", models.get(name)), t)
+        if got["why"]:
             return None
-        p1, p2, z = _proportion_drop(at, beyond)
-        ok = None if p1 == 0 else bool(z is not None and z > Z_ONE_SIDED_05)
-        return (f"accuracy {p1:.2f} at {t} (n={len(at)}), {p2:.2f} at {2 * t} "
-                f"(n={len(beyond)}), z = {_num(z)}"), ok
+        ok = None if got["at_L"] == 0 else bool(got["p"] < ALPHA)
+        return (f"accuracy {_pct(got['at_L'])} at {t}, {_pct(got['at_2L'])} at {2 * t} (n = {got['n']} haystacks, "
+                f"paired p = {got['p']:.3g})"), ok
 
     return _verdicts("retrieval collapses beyond the training length", f"{PAPERS['002']}, Section 4, Tables 1-3",
-                     f"needle accuracy at 2x the training length significantly below that at the training length "
-                     f"(one-sided z > {Z_ONE_SIDED_05:.3f})", reaches(2), models, check,
+                     "needle accuracy per haystack at 2x the training length significantly below that at the "
+                     "training length (paired sign-flip test over haystacks, p < 0.05)", reaches(2), models, check,
                      "niah-depth at the training length and twice it")
 
 
@@ -64,30 +224,23 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
                        train_length: int = TRAIN_LENGTH) -> dict:
     """The long-sequence paper, Section 4, Table 2: at the training length every architecture retrieves a
     needle at the start (depth 0) and the end (depth 100) better than in the middle (Table 2:
-    Mamba2 59 / 66 at the ends vs 37 over depths 40-60, M2A 40 / 37 vs 30, TPP 53 / 56 vs 27).
-    ``niah-depth`` at the training length. Criterion: the accuracy at depth 0 and at depth 100
-    are each above the middle's (depths 40-60 pooled), and the ends pooled exceed the middle
-    significantly (one-sided two-proportion z-test, z > 1.645); undecided when nothing is
-    retrieved at any of those depths. Applies to every architecture."""
-    lo, hi = MIDDLE_DEPTHS
+    Mamba2 59 / 66 at the ends vs 39 at depth 50, TPP 53 / 56 vs 26). ``niah-depth`` at the
+    training length. Criterion (``middle_test``): each end above the haystack's depth-50 cell,
+    exact one-sided McNemar over haystacks, both ends significant under Holm at 5%; undecided
+    when nothing is retrieved at those depths. Applies to every architecture."""
     models = as_models(models)
 
     def check(name: str):
-        got = [r for r in rows.of("niah-depth", models.get(name)) if r.get("length") == models.length(name)]
-        start, end = _scores(got, depth=0.0), _scores(got, depth=100.0)
-        middle = [s for r in got if r.get("depth") is not None and lo <= r["depth"] <= hi for s in _scores([r])]
-        if not start or not end or not middle:
+        t = models.length(name)
+        got = middle_test(rows.of("niah-depth", models.get(name)), t)
+        if got["why"]:
             return None
-        p_start, p_end, p_mid = sum(start) / len(start), sum(end) / len(end), sum(middle) / len(middle)
-        _, _, z = _proportion_drop(start + end, middle)
-        if p_start == p_end == p_mid == 0:
-            ok = None
-        else:
-            ok = bool(p_start > p_mid and p_end > p_mid and z is not None and z > Z_ONE_SIDED_05)
-        return (f"accuracy {p_start:.2f} at depth 0, {p_mid:.2f} at depths {lo:g}-{hi:g}, {p_end:.2f} at depth 100 "
-                f"(n={len(start)}/{len(middle)}/{len(end)}), z = {_num(z)}"), ok
+        s, e = got["start"], got["end"]
+        ok = None if not got["retrieved"] else got["dips"] == list(ENDS)
+        return (f"accuracy {s['end']:.2f} at depth 0, {s['middle']:.2f} at depth 50, {e['end']:.2f} at depth 100 "
+                f"(n = {got['n']} haystacks), McNemar p = {s['p']:.3g} / {e['p']:.3g}"), ok
 
     return _verdicts("lost in the middle", f"{PAPERS['002']}, Section 4, Table 2",
-                     f"at the training length, accuracy at depths 0 and 100 each above depths {lo:g}-{hi:g}, "
-                     "ends significantly above the middle", any_model, models, check,
-                     "niah-depth at the training length with depths 0, 40-60 and 100")
+                     "at the training length, accuracy at depths 0 and 100 each above depth 50 (exact McNemar over "
+                     "haystacks, Holm at 5% over the two ends)", any_model, models, check,
+                     "niah-depth at the training length with depths 0, 50 and 100")

@@ -1,21 +1,133 @@
-"""Criteria for the Positional Heads finding of the RoPE-distance paper, fixed before any zoo run.
+"""Criteria for the Positional Heads finding of the RoPE-distance paper, fixed before any run (no torch).
 
-The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"),
-Sections 4.2.2 and 4.3, Figure 8: (1) some heads show a significant correlation between
-relative distance and dominant dimension; (2) masking the heads with the strongest
-correlation hurts passkey retrieval more than masking as many random heads.
+The RoPE-distance paper ("On the token distance modeling ability of higher RoPE attention dimension"):
 
-- ``significant``: at least one head with p < alpha / n_heads (Bonferroni over heads).
-- ``masking_hurts_more``: for every fraction, the passkey accuracy with the top heads masked
-  (pooled over lengths and depths) is below the mean accuracy over the random draws.
-- undecided (None) when no masking condition can hurt: the unmasked accuracy is 0.
-
-``reproduced`` is True when both hold, False when either fails, None when undecided.
+- Section 4.3.1, Appendix A.3: Spearman's rho between relative distance and dominant dimension
+  ranks every head; the top 5% / 10% are the Positional Heads. The paper makes no test; its
+  quantities are the ranking, the top heads' rho and sign, and the spread of |rho| over heads
+  (``ranking``).
+- Section 4.2.2 says some heads show a significant correlation. ctxlens's test of that claim
+  (``presence_test``): one rho per (head, prompt), prompts being the independent items (the paper
+  samples 17); per head a one-sample t test across prompts that the mean rho is 0, Bonferroni over
+  heads. "Present" when at least one head passes. The rho pooled over distances of a few texts
+  counts ~1000 correlated points as independent and cannot fail; it is never tested here.
+- Section 4.3.2, Figures 8-9: masking the top heads hurts passkey retrieval more than masking as
+  many random heads, without a general collapse of perplexity. ctxlens's test (``masking_test``):
+  per fraction, the top heads' passkey accuracy against the random draws' on the same passkeys,
+  randomization p = (1 + #draws at least as low) / (1 + draws); "hurts more" when p <= 0.05 at
+  every fraction (an intersection-union test, valid at 5% without correction) and the top heads'
+  perplexity is not above every random draw's (Figure 9's check; above all of them: "general
+  collapse", not specific).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
+
+import numpy as np
+
+from ctxlens.core.stats import bootstrap, mde, normal_quantile, one_sample_t, randomization_p, t_quantile
+
+ALPHA = 0.05
+MIN_PROMPTS = 17  # the paper's prompts (Section 4.2.1)
+MIN_DRAWS = 19  # randomization p >= 1 / (draws + 1): 19 draws can reach 0.05
+MIN_PASSKEYS = 30  # paired passkeys per condition (the design floor)
+MIN_RHO = 0.3  # stated minimal effect: mean per-prompt rho of a Positional Head
+MIN_DROP = 0.3  # stated minimal effect: top heads' passkey accuracy below the random draws' mean, at every fraction
+
+
+# ------------------------------------------------------------------ positional heads
+
+
+def _heads(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("kind") == "head"]
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float] | None:
+    if not values:
+        return None
+    q = np.quantile(np.asarray(values, dtype=float), [0.25, 0.5, 0.75])
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
+    """The paper's quantities from ``kind="head"`` rows (rho pooled over the detection inputs):
+    heads ranked by |rho| (the rows' ``rank``), the top fraction's heads with rho and sign, and
+    the quartiles of |rho| over heads, overall and per layer type (sliding / full attention)."""
+    heads = sorted((r for r in _heads(head_rows) if r.get("rho") is not None), key=lambda r: r["rank"])
+    n = len(_heads(head_rows))
+    top = {}
+    for f in fractions:
+        k = max(1, min(n, round(f * n)))
+        chosen = heads[:k]
+        top[str(f)] = {"n": k, "heads": [[r["layer"], r["head"], r["rho"]] for r in chosen],
+                       "positive": sum(r["rho"] > 0 for r in chosen), "negative": sum(r["rho"] < 0 for r in chosen)}
+    types = defaultdict(list)
+    for r in heads:
+        types[str(r.get("layer_type") or "all")].append(abs(r["rho"]))
+    return {"n_heads": n, "top": top, "abs_rho": _quartiles([abs(r["rho"]) for r in heads]),
+            "abs_rho_by_type": {t: _quartiles(v) for t, v in types.items()} if len(types) > 1 else {},
+            "first": heads[0] if heads else None}
+
+
+def prompt_rhos(rows: list[dict]) -> dict[tuple[int, int], dict]:
+    """{(layer, head): {"rho": [per-prompt rho], "layer_type": ...}} from ``kind="prompt"`` rows
+    (one per layer, head and prompt; a prompt whose rho is undefined is left out)."""
+    out: dict[tuple[int, int], dict] = {}
+    for r in rows:
+        if r.get("kind") != "prompt":
+            continue
+        cell = out.setdefault((int(r["layer"]), int(r["head"])), {"rho": [], "layer_type": r.get("layer_type")})
+        if r.get("rho") is not None and math.isfinite(r["rho"]):
+            cell["rho"].append(float(r["rho"]))
+    return out
+
+
+def presence_test(rows: list[dict], alpha: float = ALPHA) -> dict:
+    """ctxlens's test of the paper's Section 4.2.2 claim on ``kind="prompt"`` rows: per head, a
+    one-sample t test (n - 1 df) of its per-prompt rho against 0; a head passes when p < alpha /
+    heads (Bonferroni over every head tested). ``present``: at least one head passes. Also the
+    passing heads' signs, per layer type, and the mde of a head's mean rho ((t at the Bonferroni
+    level + z at 80% power) x SE, SE the median over heads of sd / sqrt(prompts))."""
+    cells = prompt_rhos(rows)
+    tested = {k: v for k, v in cells.items() if len(v["rho"]) >= 2}
+    n_heads = len(tested)
+    n_prompts = max((len(v["rho"]) for v in cells.values()), default=0)
+    level = alpha / max(1, n_heads)
+    per_head, ses = {}, []
+    for key, cell in tested.items():
+        mean, se, p = one_sample_t(cell["rho"])
+        per_head[key] = {"mean": mean, "se": se, "p": p, "pass": p < level, "layer_type": cell["layer_type"],
+                         "n": len(cell["rho"])}
+        if se == se:  # not NaN
+            ses.append(se)
+    passing = [k for k, v in per_head.items() if v["pass"]]
+    by_type: dict[str, dict] = defaultdict(lambda: {"heads": 0, "pass": 0, "positive": 0, "negative": 0})
+    for v in per_head.values():
+        t = by_type[str(v["layer_type"] or "all")]
+        t["heads"] += 1
+        if v["pass"]:
+            t["pass"] += 1
+            t["positive" if v["mean"] > 0 else "negative"] += 1
+    se_typ = float(np.median(ses)) if ses else math.nan
+    return {"n_heads": n_heads, "n_prompts": n_prompts, "alpha": alpha, "level": level,
+            "present": bool(passing), "n_pass": len(passing),
+            "positive": sum(per_head[k]["mean"] > 0 for k in passing),
+            "negative": sum(per_head[k]["mean"] < 0 for k in passing),
+            "by_type": dict(by_type), "heads": per_head,
+            "mde": (t_quantile(n_prompts - 1, level) + normal_quantile(0.8)) * se_typ if ses else None}
+
+
+def head_interval(rows: list[dict], layer: int, head: int, n_boot: int = 2000) -> tuple[float, float] | None:
+    """95% percentile bootstrap over prompts of one head's mean per-prompt rho (inside [-1, 1])."""
+    cell = prompt_rhos(rows).get((int(layer), int(head)))
+    if cell is None:
+        return None
+    return bootstrap(cell["rho"], lambda xs: sum(xs) / len(xs), n_boot=n_boot)
+
+
+# ------------------------------------------------------------------ head masking
 
 
 def _pooled(rows: list[dict]) -> float | None:
@@ -26,42 +138,46 @@ def _pooled(rows: list[dict]) -> float | None:
     return None if n == 0 else sum(r["score"] * r["n"] for r in rows) / n
 
 
-def significant_heads(head_rows: list[dict], alpha: float = 0.05) -> dict:
-    """Heads of a ``positional-heads`` run with p below alpha and below alpha / n_heads."""
-    heads = [r for r in head_rows if r.get("kind") == "head"]
-    n = len(heads)
-    raw = [r for r in heads if r["p_value"] is not None and r["p_value"] < alpha]
-    strict = [r for r in raw if r["p_value"] < alpha / max(1, n)]
-    return {
-        "n_heads": n, "alpha": alpha,
-        "n_significant": len(raw), "n_significant_bonferroni": len(strict),
-        "heads_bonferroni": [[r["layer"], r["head"], r["rho"], r["p_value"]] for r in strict],
-        "ranked": [[r["layer"], r["head"], r["rho"], r["p_value"]] for r in sorted(heads, key=lambda r: r["rank"])],
-    }
+def _cells(rows: list[dict], task: str) -> dict[tuple, list[dict]]:
+    by = defaultdict(list)
+    for r in rows:
+        if r.get("task") == task:
+            by[(r["condition"], float(r["fraction"]), int(r["draw"]))].append(r)
+    return by
+
+
+def _ppl(rows: list[dict]) -> float | None:
+    """Perplexity of a condition's windows (exp of the mean NLL over its rows, weighted by windows)."""
+    rows = [r for r in rows if r.get("nll") is not None]
+    n = sum(r.get("n", 1) for r in rows)
+    return None if not n else math.exp(sum(r["nll"] * r.get("n", 1) for r in rows) / n)
+
+
+def _hits(rows: list[dict]) -> dict | None:
+    """{(length, depth, probe): 0/1} of per-passkey rows; None when the rows pool several passkeys."""
+    if any("probe" not in r or r.get("n") != 1 for r in rows if r.get("score") is not None):
+        return None
+    return {(r["length"], r.get("depth"), r["probe"]): float(r["score"]) for r in rows if r.get("score") is not None}
 
 
 def masking_summary(mask_rows: list[dict]) -> dict:
-    """Passkey accuracy per condition and fraction from ``head-masking`` rows (one transform)."""
-    passkey = [r for r in mask_rows if r["task"] == "passkey"]
-    by = defaultdict(list)
-    for r in passkey:
-        by[(r["condition"], r["fraction"], r["draw"])].append(r)
-    out = {"none": _pooled(by[("none", 0.0, 0)]), "fractions": {}}
-    for f in sorted({r["fraction"] for r in passkey if r["condition"] != "none"}):
-        draws = sorted(d for c, fr, d in by if c == "random" and fr == f)
-        random_acc = [_pooled(by[("random", f, d)]) for d in draws]
+    """Per fraction: the top heads' and every random draw's passkey accuracy and perplexity, the
+    unmasked ones, the passkeys per condition and the draws (rows of one transform)."""
+    pk, pp = _cells(mask_rows, "passkey"), _cells(mask_rows, "perplexity")
+    none = pk.get(("none", 0.0, 0), [])
+    out = {"none": _pooled(none), "none_ppl": _ppl(pp.get(("none", 0.0, 0), [])),
+           "n_passkeys": sum(r["n"] for r in none if r.get("score") is not None), "fractions": {}}
+    fractions = sorted({f for c, f, _ in [*pk, *pp] if c != "none"})
+    for f in fractions:
+        draws = sorted({d for c, fr, d in [*pk, *pp] if c == "random" and fr == f})
+        random_acc = [_pooled(pk.get(("random", f, d), [])) for d in draws]
         out["fractions"][str(f)] = {
-            "top": _pooled(by[("top", f, 0)]),
-            "random_draws": random_acc,
-            "random_mean": sum(random_acc) / len(random_acc) if random_acc else None,
-            "by_length": {
-                str(length): {
-                    "top": _pooled([r for r in by[("top", f, 0)] if r["length"] == length]),
-                    "random_mean": _mean([_pooled([r for r in by[("random", f, d)] if r["length"] == length])
-                                          for d in draws]),
-                    "none": _pooled([r for r in by[("none", 0.0, 0)] if r["length"] == length]),
-                } for length in sorted({r["length"] for r in passkey})
-            },
+            "top": _pooled(pk.get(("top", f, 0), [])), "random_draws": random_acc,
+            "random_mean": _mean(random_acc), "n_draws": len(draws),
+            "top_ppl": _ppl(pp.get(("top", f, 0), [])),
+            "random_ppl": [_ppl(pp.get(("random", f, d), [])) for d in draws],
+            "top_heads": next((r.get("heads") for r in pk.get(("top", f, 0), []) + pp.get(("top", f, 0), [])
+                               if r.get("heads") is not None), None),
         }
     return out
 
@@ -71,13 +187,76 @@ def _mean(values: list) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def verdict(significance: dict, masking: dict) -> dict:
-    """Apply the criteria of the module docstring."""
-    significant = significance["n_significant_bonferroni"] > 0
-    if not masking["none"]:
-        hurts = None
+def _collapse(s: dict) -> bool | None:
+    """The top heads' perplexity above every random draw's (Figure 9's check fails); None unmeasured."""
+    ppl = [p for p in s["random_ppl"] if p is not None]
+    if s["top_ppl"] is None or not ppl:
+        return None
+    return s["top_ppl"] > max(ppl)
+
+
+def _binomial(p: float) -> float:
+    """p (1 - p) of a proportion, 0 outside [0, 1]."""
+    return max(0.0, p * (1 - p))
+
+
+def masking_test(mask_rows: list[dict], alpha: float = ALPHA) -> dict:
+    """ctxlens's test of Section 4.3.2 / Figure 8 on ``head-masking`` rows of one transform (see
+    the module docstring). Per fraction: effect (top minus the random draws' mean accuracy), the
+    randomization p (one-sided, lower), the perplexity check. ``verdict``: "hurts" (p <= alpha at
+    every fraction, no collapse), "collapse" (p <= alpha at every fraction, but some top set's
+    perplexity is above every random draw's), "no" (some fraction p > alpha), "untestable" (fewer
+    than ``MIN_DRAWS`` draws: p cannot reach alpha), "nothing" (the unmasked model retrieves no
+    passkey), "absent" (no passkey rows)."""
+    s = masking_summary(mask_rows)
+    fr = s["fractions"]
+    for v in fr.values():
+        draws = [d for d in v["random_draws"] if d is not None]
+        v["effect"] = None if v["top"] is None or not draws else v["top"] - sum(draws) / len(draws)
+        v["p"] = None if v["top"] is None or not draws else randomization_p(v["top"], draws, "less")
+        v["collapse"] = _collapse(v)
+        v["sd_random"] = float(np.std(draws, ddof=1)) if len(draws) > 1 else None
+    scored = {f: v for f, v in fr.items() if v["top"] is not None}
+    if s["none"] is None or not scored:
+        verdict = "absent"
+    elif s["none"] == 0:
+        verdict = "nothing"
+    elif min(v["n_draws"] for v in scored.values()) < MIN_DRAWS:
+        verdict = "untestable"
+    elif all(v["p"] is not None and v["p"] <= alpha for v in scored.values()):
+        verdict = "collapse" if any(v["collapse"] for v in scored.values()) else "hurts"
     else:
-        hurts = all(v["top"] is not None and v["random_mean"] is not None and v["top"] < v["random_mean"]
-                    for v in masking["fractions"].values())
-    reproduced = False if not significant or hurts is False else (None if hurts is None else True)
-    return {"significant": significant, "masking_hurts_more": hurts, "reproduced": reproduced}
+        verdict = "no"
+    # the top accuracy must fall below about the alpha-quantile of the draws: a normal approximation with
+    # the draws' spread and the top condition's own binomial noise over the passkeys
+    spread = [math.sqrt(v["sd_random"] ** 2 + _binomial(v["random_mean"]) / max(1, s["n_passkeys"]))
+              for v in scored.values() if v["sd_random"] is not None and v["random_mean"] is not None]
+    detect = mde(max(spread), alpha=alpha) if spread else None
+    return {**s, "verdict": verdict, "alpha": alpha, "mde": detect}
+
+
+def masking_interval(mask_rows: list[dict], fraction: str, n_boot: int = 2000) -> tuple[float, float] | None:
+    """95% percentile bootstrap over passkeys (paired: each resampled passkey keeps its outcome
+    under every condition) of top minus the random draws' mean accuracy at ``fraction``; None when
+    the rows do not hold one row per passkey. Inside [-1, 1]."""
+    pk = _cells(mask_rows, "passkey")
+    f = float(fraction)
+    top = _hits(pk.get(("top", f, 0), []))
+    draws = [_hits(pk[k]) for k in sorted(pk) if k[0] == "random" and k[1] == f]
+    if top is None or not draws or any(d is None for d in draws):
+        return None
+    keys = [k for k in top if all(k in d for d in draws)]
+    matrix = np.array([[top[k] for k in keys], *[[d[k] for k in keys] for d in draws]])  # [1 + draws, passkeys]
+    diff = matrix[0] - matrix[1:].mean(axis=0)  # [passkeys]: per passkey, top minus the draws' mean
+    return bootstrap(list(diff), lambda xs: sum(xs) / len(xs), n_boot=n_boot)
+
+
+def verdict(presence: dict | None, masking: dict) -> dict:
+    """The findings table's criterion: positional heads present (``presence_test``) and masking
+    them hurts more than random (``masking_test``); None (undecided) when either cannot be tested."""
+    present = None if presence is None or presence["n_heads"] == 0 else presence["present"]
+    hurts = {"hurts": True, "no": False, "collapse": False}.get(masking["verdict"])
+    reproduced = False if present is False or hurts is False else (None if present is None or hurts is None
+                                                                   else True)
+    return {"significant": present, "masking_hurts_more": hurts, "reproduced": reproduced}
+

@@ -263,3 +263,59 @@ def _matrix(x, what: str) -> torch.Tensor:
     if not bool(torch.isfinite(x).all()):
         raise CtxlensError(f"{what.capitalize()} contain NaN or inf; check the model's dtype or the inputs.")
     return x
+
+
+# ------------------------------------------------------------------------------- bootstrap over windows
+NORMS = ("max", "trace")  # relative eigenvalues: divided by the largest (the paper's), or by their sum
+
+
+def entropy_of(eigenvalues: torch.Tensor, n: int, norm: str = "max") -> torch.Tensor:
+    """S_n = sum_{i <= n} log(lambda_i / scale) of descending eigenvalues [..., d], with scale the
+    largest (``norm="max"``, the intrinsic-entropy paper's relative eigenvalues, Section 2.2.2) or
+    their sum (``"trace"``): [...]."""
+    scale = eigenvalues[..., :1] if norm == "max" else eigenvalues.sum(-1, keepdim=True)  # [..., 1]
+    rel = (eigenvalues[..., :n] / scale).clamp_min(torch.finfo(torch.float64).tiny)  # [..., n]
+    return torch.log(rel).sum(-1)
+
+
+def bootstrap_spectra(features: list[torch.Tensor], n_boot: int, seed: int = 0, chunk: int = 8
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Window-bootstrap eigen-spectra: features per length, each [n, d] with row i the same window
+    at every length; one resample of windows (with replacement) per replicate, shared by every
+    length (the lengths stay paired). Returns (indices [n_boot, n], eigenvalues [n_boot,
+    n_lengths, d] float64 descending, clamped at 0). ``chunk`` replicates are formed at a time."""
+    n = features[0].shape[0]
+    gen = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, n, (n_boot, n), generator=gen)  # [B, n]
+    out = torch.empty(n_boot, len(features), features[0].shape[1], dtype=torch.float64)
+    for j, f in enumerate(features):
+        f = f.double().cpu()  # [n, d]
+        for b0 in range(0, n_boot, chunk):
+            x = f[idx[b0:b0 + chunk]]  # [c, n, d]
+            x = x - x.mean(1, keepdim=True)
+            cov = x.transpose(1, 2) @ x / (n - 1)  # [c, d, d]
+            out[b0:b0 + chunk, j] = torch.linalg.eigvalsh(cov).flip(-1).clamp_min(0.0)
+    return idx, out
+
+
+def permuted_spectra(features: list[torch.Tensor], n_perm: int, seed: int = 0, chunk: int = 8
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Length-permutation spectra: features per length, each [n, d] with row i the same window at
+    every length; each permutation shuffles, within every window independently, which length its
+    features are filed under, then takes each length's spectrum. Under the null that a window's
+    features are exchangeable across lengths (context length changes nothing), the observed
+    statistic is one draw of this distribution: a randomization test. Returns (perm [n_perm, n,
+    n_lengths], the source length of window i filed under length j; eigenvalues [n_perm,
+    n_lengths, d] float64 descending, clamped at 0)."""
+    stack = torch.stack([f.double().cpu() for f in features], 1)  # [n, L, d]
+    n, n_len, d = stack.shape
+    gen = torch.Generator().manual_seed(seed)
+    perm = torch.rand(n_perm, n, n_len, generator=gen).argsort(-1)  # [P, n, L]
+    out = torch.empty(n_perm, n_len, d, dtype=torch.float64)
+    rows = torch.arange(n)[None, :]  # [1, n]
+    for p0 in range(0, n_perm, chunk):
+        for j in range(n_len):
+            x = stack[rows, perm[p0:p0 + chunk, :, j]]  # [c, n, d]
+            x = x - x.mean(1, keepdim=True)
+            out[p0:p0 + chunk, j] = torch.linalg.eigvalsh(x.transpose(1, 2) @ x / (n - 1)).flip(-1).clamp_min(0.0)
+    return perm, out

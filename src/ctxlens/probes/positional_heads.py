@@ -4,7 +4,8 @@ The RoPE distance paper ("On the token distance modeling ability of higher RoPE 
 dimension"), Section 4.2.1: the dominant dimension of each top-k (query, key) pair, averaged per
 distance over the inputs of one (transform, length) unit (``distance_sums``); Section 4.3.1:
 Spearman's rho between distance and that mean ranks every attention head, and the top 5% / 10%
-are the Positional Heads (``ranked_heads``). ``dominant-dimension`` writes the sums,
+are the Positional Heads (``ranked_heads``); the same rho per input (``detection``) is what a
+test across inputs reads. ``dominant-dimension`` writes the sums,
 ``positional-heads`` the ranking, ``head-masking`` masks the top of it.
 """
 
@@ -22,24 +23,42 @@ def validate_fractions(fractions: list[float]) -> None:
         raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
 
 
-def distance_sums(lm, config, unit: dict, cache: dict, drop_pairs=()) -> DistanceSums:
+def distance_sums(lm, config, unit: dict, cache: dict, drop_pairs=(), per_prompt: list | None = None) -> DistanceSums:
     """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs of
     ``config.source`` (config: source, text_field, seed, n_samples, top_k, n_queries, layers,
-    train_length)."""
+    train_length); with ``per_prompt`` a list, each input's own correlation rows (one per layer
+    and head, with ``prompt``, its index) are appended to it: the paper's 17 prompts are the
+    independent items a test across prompts needs (Section 4.2.1)."""
     layers = lm.layer_indices(config.layers, attention=True)
     with applied(lm, unit["transform"], train_length(lm, config.train_length)):
+        info = common.layer_info(lm, layers)
         ids = common.windows(lm, config, unit["length"], cache)  # [n_samples, length]
-        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, common.layer_info(lm, layers))
+        sums = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, info)
         for sample in range(len(ids)):
-            accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
+            if per_prompt is None:
+                accumulate(lm, ids[sample:sample + 1], layers, sums, config.top_k, config.n_queries, drop_pairs)
+                continue
+            one = DistanceSums(layers, lm.n_heads, unit["length"], lm.device, info)
+            accumulate(lm, ids[sample:sample + 1], layers, one, config.top_k, config.n_queries, drop_pairs)
+            sums.sums += one.sums  # [layers, H, L]
+            sums.counts += one.counts  # [layers, H, L]
+            per_prompt += [{**r, "prompt": sample} for r in correlation_rows(one)]
     return sums
+
+
+def detection(lm, config, unit: dict, cache: dict) -> tuple[list[dict], list[dict]]:
+    """(correlation rows of every head pooled over the inputs, strongest first by ``config.rank_by``
+    with ``rank``; the per-input correlation rows), cached per unit and detection options."""
+    key = ("ranked", unit["transform"], unit["length"], config.source, config.seed, config.n_samples, config.top_k,
+           config.n_queries, config.rank_by, tuple(config.layers or ()))
+    if key not in cache:
+        prompts: list[dict] = []
+        cache[key] = rank_heads(correlation_rows(distance_sums(lm, config, unit, cache, per_prompt=prompts)),
+                                config.rank_by), prompts
+    return cache[key]
 
 
 def ranked_heads(lm, config, unit: dict, cache: dict) -> list[dict]:
     """Correlation rows of every head, strongest first by ``config.rank_by``, with ``rank``
     (cached per unit and detection options)."""
-    key = ("ranked", unit["transform"], unit["length"], config.n_samples, config.top_k, config.n_queries,
-           config.rank_by, tuple(config.layers or ()))
-    if key not in cache:
-        cache[key] = rank_heads(correlation_rows(distance_sums(lm, config, unit, cache)), config.rank_by)
-    return cache[key]
+    return detection(lm, config, unit, cache)[0]

@@ -80,7 +80,7 @@ def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: di
     """The run's ``n_sequences`` windows of ``options.source``, cut once at max(lengths) so that
     suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length]."""
     return source_windows(lm, options.source, lengths, options.n_sequences, options.seed, cache,
-                          text_field=options.text_field)
+                          text_field=options.text_field, bos=getattr(options, "bos", False))
 
 
 def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
@@ -147,6 +147,42 @@ class Guarded:
             return {"flag": str(err)}
 
 
+class PerWindow:
+    """Per-window sums behind the window bootstrap of the geometry paper's quantities (Section 2):
+    for each window (sample) the sum of its pair cosines cos(h_i, h'_i) and the sum of the unit
+    vectors of its 2m representations (original and perturbed, its share of D_hh'). From them,
+    ``result()`` gives each window's self-similarity and the mean cosine between the vectors of
+    every two *different* windows, so that anisotropy can be estimated from between-window pairs
+    only (the paper's expectation over a large corpus, where pairs inside one sequence are a
+    vanishing share) and recomputed on any resample of windows. Memory: k x d float64."""
+
+    def __init__(self) -> None:
+        self.cos: dict[int, float] = {}
+        self.n: dict[int, int] = {}
+        self.units: dict[int, torch.Tensor] = {}  # sample -> [d] float64
+
+    def update(self, samples: list[int], h: torch.Tensor, hp: torch.Tensor) -> None:
+        """h, hp [B * m, d] (batch-major: rows b*m..(b+1)*m belong to samples[b])."""
+        m = h.shape[0] // len(samples)
+        u = torch.nn.functional.normalize(h.detach().double(), dim=1).reshape(len(samples), m, -1)  # [B, m, d]
+        up = torch.nn.functional.normalize(hp.detach().double(), dim=1).reshape(len(samples), m, -1)
+        for b, sample in enumerate(samples):
+            self.cos[sample] = self.cos.get(sample, 0.0) + float((u[b] * up[b]).sum())
+            self.n[sample] = self.n.get(sample, 0) + m
+            total = u[b].sum(0) + up[b].sum(0)  # [d]
+            self.units[sample] = self.units[sample] + total if sample in self.units else total
+
+    def result(self) -> dict:
+        """{"samples": [k], "n": [k] positions, "self_sim": [k], "cross": [k, k] mean cosine between the
+        2 n_a and 2 n_b vectors of windows a != b (diagonal unused)}."""
+        samples = sorted(self.n)
+        units = torch.stack([self.units[s] for s in samples])  # [k, d]
+        counts = torch.tensor([2.0 * self.n[s] for s in samples], dtype=torch.float64)  # [k] vectors
+        cross = (units @ units.T) / torch.outer(counts, counts)  # [k, k]
+        return {"samples": samples, "n": [self.n[s] for s in samples],
+                "self_sim": [self.cos[s] / self.n[s] for s in samples], "cross": cross.tolist()}
+
+
 def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
                  streams: Sequence[str], positions: list[int], batch_size: int, seed: int,
                  covariance: bool = False) -> dict[tuple[int, str, int], dict]:
@@ -154,10 +190,12 @@ def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, laye
 
     windows [n, L]: original sequences (row i is sample i: its perturbation seed). For each batch,
     the original is run once and each perturbation once; only one batch of states is alive.
-    Returns {(shuffle index, stream, layer): geometry dict with "flag"}.
+    Returns {(shuffle index, stream, layer): geometry dict with "flag" and "per_window"
+    (``PerWindow.result``, absent when the pooled result is flagged)}.
     """
     accs = {(c, s, layer): Guarded(AccsAccumulator(covariance))
             for c in range(len(shuffles)) for s in streams for layer in layers}
+    per = {key: PerWindow() for key in accs}
     for b0 in range(0, windows.shape[0], batch_size):
         batch = windows[b0:b0 + batch_size]  # [B, L]
         samples = list(range(b0, b0 + batch.shape[0]))
@@ -168,7 +206,12 @@ def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, laye
             perturbed = original if same else suffix_states(lm, perturbed_ids, positions, layers, streams)
             for (stream, layer), h in original.items():
                 accs[(c, stream, layer)].update(h, perturbed[(stream, layer)])
-    return {key: acc.result() for key, acc in accs.items()}
+                per[(c, stream, layer)].update(samples, h, perturbed[(stream, layer)])
+    out = {key: acc.result() for key, acc in accs.items()}
+    for key, got in out.items():
+        if got.get("flag") is None and per[key].n:
+            got["per_window"] = per[key].result()
+    return out
 
 
 ACCS_METRICS = ("n", "self_sim", "anisotropy", "accs", "mean_dot")
@@ -203,3 +246,41 @@ def geometry_row(coords: dict, shuffle: Shuffle | None, stream: str, layer: int,
     row.update(stream=stream, layer=layer)
     row.update(metric_columns(result, ACCS_METRICS, covariance))
     return row
+
+
+def window_rows(coords: dict, shuffle: Shuffle | None, stream: str, layer: int, result: dict,
+                layer_type: str | None = None) -> list[dict]:
+    """The per-window rows behind the window bootstrap (``PerWindow``): one ``level="window"`` row per
+    sample (``sample_self_sim``: the mean cos(h_i, h'_i) over its ``n`` positions) and one ``level="pair"``
+    row per pair of samples a < b (``cross_cos``: the mean cosine between their 2 n_a x 2 n_b vectors of
+    D_hh', over ``n`` vector pairs). Empty when the result has no per-window part."""
+    got = result.get("per_window")
+    if not got:
+        return []
+    base = dict(coords)
+    if shuffle is not None:
+        base.update(perturb_start=shuffle.start, perturb_end=shuffle.end, window=shuffle.window)
+    base.update(stream=stream, layer=layer, **({} if layer_type is None else {"layer_type": layer_type}))
+    samples, n = got["samples"], got["n"]
+    rows = [{**base, "level": "window", "sample": s, "n": n[a], **_finite("sample_self_sim", got["self_sim"][a])}
+            for a, s in enumerate(samples)]
+    rows += [{**base, "level": "pair", "sample": samples[a], "other_sample": samples[b], "n": 4 * n[a] * n[b],
+              **_finite("cross_cos", got["cross"][a][b])}
+             for a in range(len(samples)) for b in range(a + 1, len(samples))]
+    return rows
+
+
+def _finite(name: str, value) -> dict:
+    """{name: value, "flag": None}, or {name: None, "flag": why} for a non-finite value."""
+    if value is None or not math.isfinite(float(value)):
+        return {name: None, "flag": f"non-finite {name}: the hidden states hold NaN or inf"}
+    return {name: float(value), "flag": None}
+
+
+def layer_type_of(lm, layer: int) -> str | None:
+    """The attention type of ``layer`` (``LM.layer_type``: sliding_attention, full_attention, ...);
+    None where the LM cannot say."""
+    try:
+        return lm.layer_type(layer)
+    except Exception:  # noqa: BLE001 - a family without attention types (recurrent) names none
+        return None

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 from ctxlens.lm.info import ModelInfo
 
-CORE_TASKS = (  # RULER's 13 tasks, in the order a small budget keeps them (one of each family first)
+CORE_TASKS = (  # RULER's 13 tasks, all run at every size: its effective length is a score over the whole set
     "niah_single_1", "niah_multikey_1", "vt", "fwe", "qa_1", "niah_single_2", "niah_multivalue", "cwe",
     "niah_multiquery", "niah_single_3", "niah_multikey_2", "qa_2", "niah_multikey_3")
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # as the demo: b_min, 0.5 and 1.0 are what the plateau reads
-MIN_DRAWS = 5  # random-head draws of the masking control: at least five (issue 26)
+MIN_DRAWS = 19  # random-head draws per fraction of the masking control: a randomization p >= 1/(draws + 1) reaches 0.05
 SAMPLES_PER_FEATURE = 2  # intrinsic entropy: n >= 2 x d_model
 NEEDLE_BUDGET = 32  # tokens generated per needle prompt: a 7-digit number and some words (as passkey.RULER_BUDGET)
 MIN_TASK_LENGTH = 128  # shorter prompts cannot hold a RULER template
@@ -98,37 +98,52 @@ class Part:
     notes: Callable[[Size, ModelInfo], list[str]] = field(default=lambda size, info: [])
 
 
+NEEDLE_DEPTHS = [0.0, 20.0, 40.0, 50.0, 60.0, 80.0, 100.0]  # the long-sequence paper's grid, Tables 2-3
+
+
 def _niah(size: Size, info: ModelInfo) -> dict:
-    """An odd number of depths (3 .. 11), so depth 50 is always among them (the middle-dip line)."""
-    return {"task": "niah_single_1", "lengths": lengths(size, info, (1 / 8, 1 / 4, 1 / 2, 1, 1.5, 2), MIN_TASK_LENGTH),
-            "depths": spread(2 * knob(size.scale, 1, 5) + 1), "n_samples": knob(size.scale, 2, 20), "batch_size": 4,
+    """The long-sequence paper's depth grid (Tables 2-3: 0, 20, 40, 50, 60, 80, 100) at L/2, L and 2L.
+    Sample i of the run is one haystack (same key, value and noise) at every depth and length, so
+    the card's needle lines pair cells over haystacks (``ctxlens.findings.long_sequence``). Haystacks
+    from 2 (the old floor's cost: 42 prompts) to 40, as the budget allows: 30-40 give the exact
+    McNemar test at Holm's 0.025 about 80% power for a 0.25 dip in the middle when the middle is at
+    ceiling (``core.stats.mcnemar_power``); fewer are flagged underpowered on the card."""
+    return {"task": "niah_single_1", "lengths": lengths(size, info, (1 / 2, 1, 2), MIN_TASK_LENGTH),
+            "depths": list(NEEDLE_DEPTHS), "n_samples": knob(size.scale, 2, 40), "batch_size": 4,
             "max_new_tokens": NEEDLE_BUDGET}
 
 
 def _ruler(size: Size, info: ModelInfo) -> dict:
-    return {"tasks": list(CORE_TASKS[:knob(size.scale, 5, len(CORE_TASKS))]),
-            "lengths": lengths(size, info, (1 / 4, 1 / 2, 1), MIN_TASK_LENGTH),
+    """All 13 RULER tasks at every size (RULER's effective length is the mean over the whole set);
+    the budget moves the samples per task."""
+    return {"tasks": list(CORE_TASKS), "lengths": lengths(size, info, (1 / 4, 1 / 2, 1), MIN_TASK_LENGTH),
             "n_samples": knob(size.scale, 2, 20), "batch_size": 4}
 
 
 def _loss(size: Size, info: ModelInfo) -> dict:
-    return {"lengths": powers(4, size.length), "n_samples": knob(size.scale, 2, 16),
-            "n_scored": knob(size.scale, 8, 32)}
+    """Windows for the paired gain over the last doubling (``findings.lines.loss``): its per-window
+    difference had SD about 0.17 nats with 17 targets on the reference models, so 64 windows of 32
+    targets detect about 0.05 nats per doubling (t test, 80% power); 0.01 would need over 1000."""
+    return {"lengths": powers(4, size.length), "n_samples": knob(size.scale, 8, 64), "n_scored": 32}
 
 
 def _suffix_ppl(size: Size, info: ModelInfo) -> dict:
-    return {"lengths": lengths(size, info, (1 / 4, 1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 2, 16),
+    """At least 8 sequences: the 2L vs L line is a paired t test over sequences."""
+    return {"lengths": lengths(size, info, (1 / 4, 1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 8, 32),
             "batch_size": 2}
 
 
 def _accs_layers(size: Size, info: ModelInfo) -> dict:
-    return {"lengths": lengths(size, info, (1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 2, 16),
+    """Windows are the sampling unit of the card's window bootstrap (``findings.accs``): at least 12, so
+    its verdict can fire (>= 8) and anisotropy pairs 66+ distinct windows."""
+    return {"lengths": lengths(size, info, (1 / 2, 1, 2), 64), "n_sequences": knob(size.scale, 12, 32),
             "batch_size": 2}
 
 
 def _accs_boundary(size: Size, info: ModelInfo) -> dict:
+    """As ``_accs_layers``: at least 12 windows for the plateau ratio's bootstrap interval."""
     return {"lengths": lengths(size, info, (1,), 64), "boundaries": BOUNDARIES,
-            "n_sequences": knob(size.scale, 2, 16), "batch_size": 2}
+            "n_sequences": knob(size.scale, 12, 32), "batch_size": 2}
 
 
 def _rope_dims(size: Size, info: ModelInfo) -> dict:
@@ -141,17 +156,31 @@ def _dominant(size: Size, info: ModelInfo) -> dict:
 
 
 def _heads(size: Size, info: ModelInfo) -> dict:
-    return {"lengths": [size.length], "n_samples": knob(size.scale, 2, 8), "n_queries": knob(size.scale, 32, 256),
+    """The rope-distance paper's 17 prompts (Section 4.2.1) at the floor: one rho per (head, prompt), the items
+    of the card's t test across prompts (Bonferroni over heads; with 17 prompts and sd 0.3 of a head's
+    per-prompt rho over prompts, it detects a mean rho of about 0.4 at 80% power over 270 heads)."""
+    return {"lengths": [size.length], "n_samples": knob(size.scale, 17, 32), "n_queries": knob(size.scale, 32, 256),
             "top_k": min(100, size.length // 4), "fractions": [0.05, 0.1]}
 
 
 def _masking(size: Size, info: ModelInfo) -> dict:
+    """At the floor: 19 random draws per fraction (a randomization p can reach 1/20 = 0.05) and 30 passkeys (10 per
+    depth), the same passkeys under every condition; the top heads are detected with ``_heads``' options, so they
+    are the positional-heads part's selection. Power: the top heads' accuracy must fall below about the 5%
+    quantile of the draws', i.e. ~2.5 sd of the draws' accuracies under the draws' mean (sd ~0.08 on 30 passkeys
+    of a model near 0.8: drops of >= 0.2 are detected). The passkeys are read at L/4 (at least
+    ``MIN_TASK_LENGTH``): the rope-distance paper (Section 4.3, Figure 8) finds masking the top heads lowers passkey
+    retrieval uniformly across lengths, so a shorter prompt tests the same claim at a quarter of the prefill. Cost
+    on SmolLM2-135M, 2 CPU cores, L = 1024: 41 conditions x 30 passkeys x (256 tokens of prefill at ~500 tokens/s +
+    about 9 decoded tokens at ~17 tokens/s) ~ 20 min; at L itself it would be about 50."""
     tasks = ["passkey", "perplexity"] if size.tokenizer else ["perplexity"]
-    return {"lengths": [size.length], "tasks": tasks, "fractions": [0.05, 0.1],
-            "n_draws": knob(size.scale, MIN_DRAWS, 8), "n_passkey": knob(size.scale, 2, 8), "depths": [0.1, 0.5, 0.9],
+    heads = _heads(size, info)
+    short = lengths(size, info, (1 / 4,), MIN_TASK_LENGTH) or [size.length]
+    return {"lengths": short, "tasks": tasks, "fractions": heads["fractions"],
+            "n_draws": knob(size.scale, MIN_DRAWS, 99), "n_passkey": knob(size.scale, 10, 20),
+            "depths": [0.1, 0.5, 0.9],
             "n_samples": knob(size.scale, 1, 4), "detect_length": size.length,
-            "detect_samples": knob(size.scale, 2, 8), "n_queries": knob(size.scale, 32, 128),
-            "top_k": min(100, size.length // 4)}
+            "detect_samples": heads["n_samples"], "n_queries": heads["n_queries"], "top_k": heads["top_k"]}
 
 
 def entropy_samples(info: ModelInfo, reduced: bool) -> int:
@@ -160,18 +189,26 @@ def entropy_samples(info: ModelInfo, reduced: bool) -> int:
     return max(16, need // 4) if reduced else need
 
 
+ENTROPY_FRACTIONS = (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2)  # six doublings up to L/2: the line needs >= 6
+
+
 def _entropy(size: Size, info: ModelInfo) -> dict:
+    """Six doublings L/64 .. L/2 (16 .. 512 at L = 1024; at least 4 tokens), with a bootstrap and a
+    length permutation over the windows (``findings.lines.entropy``)."""
     n = entropy_samples(info, "intrinsic-entropy" in size.reduced)
-    steps = knob(size.scale, 2, 5)  # lengths 16, 64, 256, ... up to L/2
-    found = [16 * 4 ** i for i in range(steps) if 16 * 4 ** i <= max(16, size.length // 2)]
-    return {"lengths": found, "n_samples": n, "kde_samples": min(n, 2048), "batch_tokens": 1 << 14}
+    found = lengths(size, info, ENTROPY_FRACTIONS, 4)
+    return {"lengths": found, "n_samples": n, "kde_samples": min(n, 2048), "batch_tokens": 1 << 14,
+            "n_boot": knob(size.scale, 100, 200)}
 
 
 def _entropy_notes(size: Size, info: ModelInfo) -> list[str]:
+    few = len(lengths(size, info, ENTROPY_FRACTIONS, 4))
+    notes = [f"UNTESTED: {few} lengths between 4 and L/2; the entropy line needs 6"] if few < 6 else []
     if "intrinsic-entropy" not in size.reduced:
-        return []
-    return [f"UNDERPOWERED: {entropy_samples(info, True)} windows per length, fewer than {SAMPLES_PER_FEATURE} x "
-            f"d_model = {entropy_samples(info, False)}: the budget cannot afford the full count"]
+        return notes
+    return notes + [f"UNDERPOWERED: {entropy_samples(info, True)} windows per length, fewer than "
+                    f"{SAMPLES_PER_FEATURE} x d_model = {entropy_samples(info, False)}: the budget cannot afford "
+                    "the full count"]
 
 
 PARTS: tuple[Part, ...] = (

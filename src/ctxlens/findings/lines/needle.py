@@ -1,109 +1,248 @@
 """The retrieval lines: RULER's effective length, needle retrieval at L vs 2L, lost in the middle
-(RULER, Table 3; the long-sequence paper, Section 4, Tables 1-3)."""
+(RULER, Table 3; the long-sequence paper, Section 4, Tables 1-3).
+
+The needle lines call the tests of ``ctxlens.findings.long_sequence`` (the findings table uses the
+same ones): the haystack is the independent item, cells of one haystack are paired across depths
+and lengths. RULER's line reads the whole task set (13 tasks) against the model's claimed length.
+"""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ctxlens.core.stats import mde as mde_of
 from ctxlens.findings.card import Context, Line, absent, card_line
-from ctxlens.findings.long_sequence import MIDDLE_DEPTHS, Z_ONE_SIDED_05, _proportion_drop, _scores
+from ctxlens.findings.long_sequence import ALPHA, DEPTH_GRID, ENDS, MIDDLE, MIN_DIP, MIN_DROP, length_test, middle_test
 from ctxlens.findings.models import reaches
 from ctxlens.findings.verdicts import PAPERS
-from ctxlens.tasks.scoring import effective_length, length_means
+
+# RULER's 13 tasks (ctxlens.tasks.RULER_TASKS; findings read rows only, so the names are listed here and a
+# test keeps them equal)
+RULER_13 = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
+            "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2")
+MIN_GAP = 10.0  # ctxlens's stated minimal effect for RULER: a task-set score 10 points from the threshold
+N_BOOT = 2000
 
 
 def _n(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def _se(p: float, n: int) -> float:
-    return math.sqrt(p * (1 - p) / n) if n else float("nan")
+def _claimed(info: dict | None) -> int | None:
+    """The model's claimed length: its training length, else its maximum positions (RULER compares
+    the effective length with the length a model claims)."""
+    for key in ("train_length", "max_positions"):
+        v = (info or {}).get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
-def _absent(key: str, model: str, why: str) -> Line:
-    return absent(key, model, why)
+def _train_length(info: dict | None) -> int | None:
+    v = (info or {}).get("train_length")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 @card_line("effective_length", "RULER effective length", "RULER (Table 3); " + PAPERS["002"],
-           "the largest length whose mean score over the task set exceeds the threshold; RULER finds it below the "
+           "the largest length whose mean score over the 13 tasks exceeds 85.6; RULER finds it below the "
            "claimed length for most models", order=1)
 def _effective(ctx: Context) -> Line:
-    return effective(ctx.of("ruler"), ctx.model, ctx.L, ctx.threshold)
-
-
-def _needle_rows(ctx: Context) -> list[dict]:
-    return _retrieval(ctx.of("niah-depth")) or [
-        r for r in _retrieval(ctx.of("ruler")) if str(r.get("task", "")).startswith("niah_single")]
+    return effective(ctx.of("ruler"), ctx.model, _claimed(ctx.info), ctx.threshold)
 
 
 @card_line("retrieval_2l", "needle retrieval at L vs 2L", PAPERS["002"] + ", Tables 2-3",
-           "lower at 2L than at L (one-sided z > 1.645)", order=2, applies=reaches(2))
+           "lower at 2L than at L when L is the training length (paired over haystacks)", order=2,
+           applies=reaches(2))
 def _retrieval_2l(ctx: Context) -> Line:
-    return retrieval_2l(_needle_rows(ctx), ctx.model, ctx.L)
+    return retrieval_2l(ctx.of("niah-depth"), ctx.model, ctx.L, _train_length(ctx.info))
 
 
 @card_line("middle_dip", "lost in the middle (at L)", PAPERS["002"] + ", Table 2",
-           "depths 0 and 100 pooled above depths 40-60 (one-sided z > 1.645)", order=3)
+           "depths 0 and 100 each above depth 50 (paired over haystacks)", order=3)
 def _middle_dip(ctx: Context) -> Line:
-    return middle_dip(_retrieval(ctx.of("niah-depth")), ctx.model, ctx.L)
+    return middle_dip(ctx.of("niah-depth"), ctx.model, ctx.L)
 
 
-def effective(rows: list[dict], model: str, L: int, threshold: float) -> Line:
-    """RULER's effective length (``tasks.scoring.effective_length``) and the task-set mean at it
-    with its standard error (per task: sd / sqrt(n); the mean of T tasks: sqrt(sum se^2) / T);
-    when there is none, the mean at the longest length up to L where the whole task set was scored."""
+# ------------------------------------------------------------------------------ RULER
+def _task_values(rows: list[dict], length: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("length") == length and r.get("score") is not None:
+            out.setdefault(str(r["task"]), []).append(float(r["score"]))
+    return out
+
+
+def task_set_score(values: dict[str, list[float]], n_boot: int = N_BOOT, seed: int = 0
+                   ) -> tuple[float, tuple[float, float] | None]:
+    """RULER's score of a task set (the mean of the task means, each task weighing the same) and its
+    95% interval from a bootstrap over samples within each task (the tasks are RULER's fixed set;
+    the samples are the random items). Each task's deviations from its mean are scaled by
+    sqrt(n / (n - 1)) before resampling, so the bootstrap variance is the unbiased one even with
+    few samples per task; the interval is clipped to [0, 100]. None with a task of one sample."""
+    tasks = sorted(values)
+    score = float(np.mean([np.mean(values[t]) for t in tasks]))
+    if any(len(values[t]) < 2 for t in tasks):
+        return score, None
+    rng = np.random.default_rng(seed)
+    total = np.zeros(n_boot)
+    for t in tasks:
+        x = np.asarray(values[t], dtype=np.float64)  # [n_t]
+        m = x.mean()
+        x = m + (x - m) * math.sqrt(len(x) / (len(x) - 1))
+        total += x[rng.integers(0, len(x), (n_boot, len(x)))].mean(axis=1)  # [n_boot]
+    total /= len(tasks)
+    lo, hi = np.quantile(total, [0.025, 0.975])
+    return score, (max(0.0, float(lo)), min(100.0, float(hi)))
+
+
+def _se(values: dict[str, list[float]]) -> float | None:
+    """SE of the task-set score: sqrt(sum_t s_t^2 / n_t) / T (None with a task of one sample)."""
+    if any(len(v) < 2 for v in values.values()):
+        return None
+    return math.sqrt(sum(np.var(v, ddof=1) / len(v) for v in values.values())) / len(values)
+
+
+def effective(rows: list[dict], model: str, claimed: int | None, threshold: float) -> Line:
+    """RULER's effective length (RULER, Table 3): the largest length whose task-set score over all 13
+    tasks exceeds ``threshold`` (85.6), compared with the model's ``claimed`` length. Each length's
+    score carries a bootstrap interval over samples within tasks (``task_set_score``); ctxlens's test
+    calls a length below (above) the threshold only when the whole interval is. With fewer than the
+    13 tasks at every length the line shows the subset's mean and determines no effective length."""
     ruler = [r for r in rows if r.get("score") is not None]
     if not ruler:
-        return _absent("effective_length", model, "not measured: no scored ruler rows")
-    eff = effective_length(ruler, threshold, by=("model",)).get((model,))
-    whole = [m["length"] for m in length_means(ruler) if m["score"] is not None and m["length"] <= L]
-    at = eff if eff is not None else max(whole) if whole else min(r["length"] for r in ruler)
-    tasks = sorted({r["task"] for r in ruler if r["length"] == at})
-    ses, means = [], []
-    for t in tasks:
-        s = [float(r["score"]) for r in ruler if r["length"] == at and r["task"] == t]
-        m = sum(s) / len(s)
-        means.append(m)
-        ses.append(math.sqrt(sum((x - m) ** 2 for x in s) / (len(s) - 1) / len(s)) if len(s) > 1 else float("nan"))
-    mean = sum(means) / len(means)
-    se = None if any(math.isnan(x) for x in ses) else math.sqrt(sum(x * x for x in ses)) / len(ses)
-    text = (f"{eff} tokens" if eff is not None else "none") + f" (L = {L})"
-    unc = f"task-set score {mean:.1f} ± {_n(se)} (SE) at {at}"
-    verdict = ("reaches L" if eff is not None and eff >= L else "below L, as RULER finds for most models")
+        return absent("effective_length", model, "not measured: no scored ruler rows")
+    per = {n: _task_values(ruler, n) for n in sorted({r["length"] for r in ruler})}
+    full = [n for n, v in per.items() if set(RULER_13) <= set(v)]
+    if not full:
+        return _subset(per, model, claimed)
+    scored = {n: task_set_score({t: per[n][t] for t in RULER_13}) for n in full}
+    ses = {n: _se({t: per[n][t] for t in RULER_13}) for n in full}
+    eff = max((n for n in full if scored[n][0] > threshold), default=None)
+    at = eff if eff is not None else max(full)
+    score, ci = scored[at]
+    n_items = min(len(per[at][t]) for t in RULER_13)
+    m = None if ses[at] is None else mde_of(ses[at], sides=2)
+    below = [n for n in full if scored[n][1] is not None and scored[n][1][1] <= threshold]
+    above = [n for n in full if scored[n][1] is not None and scored[n][1][0] > threshold]
+    curve = ", ".join(f"{scored[n][0]:.1f} at {n}" + (f" (CI {scored[n][1][0]:.1f} to {scored[n][1][1]:.1f})"
+                                                        if scored[n][1] else "") for n in full)
+    text = (f"{eff} tokens" if eff is not None else "none") + f" (claimed {claimed if claimed else 'not recorded'}; " \
+        + f"13 tasks: {curve})"
+    ci_text = f"95% CI {ci[0]:.1f} to {ci[1]:.1f}" if ci else "no interval (a task with one sample)"
+    unc = (f"n = {n_items} samples per task; score {score:.1f} at {at}, {ci_text} (bootstrap over samples within "
+           f"tasks); detects a gap >= {_n(m)} points from {threshold}"
+           + ("" if m is not None and m <= MIN_GAP else f" (underpowered for ctxlens's stated {MIN_GAP:g})"))
+    longest = max(full)
+    if claimed is None:
+        verdict = "claimed length not recorded: not compared"
+    elif below and min(below) <= claimed:
+        verdict = (f"below the claimed length {claimed}, as RULER finds for most models: at {min(below)} the "
+                   f"score's 95% interval is below {threshold} (ctxlens's test)")
+    elif longest >= claimed and all(n in above for n in full if n <= claimed):
+        verdict = f"reaches the claimed length {claimed} (every interval up to it above {threshold}; ctxlens's test)"
+    elif longest < claimed and all(n in above for n in full):
+        verdict = (f"above {threshold} up to {longest}; lengths up to the claimed {claimed} not measured: "
+                   "effective length not determined")
+    else:
+        verdict = f"undetermined: an interval includes {threshold}"
     return Line("effective_length", model, eff, text, unc, verdict,
-                {"effective_length": eff, "at": at, "score": mean, "se": se, "threshold": threshold})
+                {"effective_length": eff, "at": at, "score": score, "se": ses[at], "threshold": threshold,
+                 "claimed": claimed, "scores": {n: scored[n][0] for n in full}, "intervals": {n: scored[n][1]
+                                                                                               for n in full}},
+                n=n_items, unit="samples", interval=ci, bounds=(0.0, 100.0), mde=m,
+                underpowered=m is None or m > MIN_GAP)
 
 
-def _retrieval(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r.get("score") is not None]
+def _subset(per: dict[int, dict[str, list[float]]], model: str, claimed: int | None) -> Line:
+    """No length holds all 13 tasks: the subset mean at the length with the most tasks (the longest
+    on ties), with its interval, and no effective length."""
+    at = max(per, key=lambda n: (len(set(per[n]) & set(RULER_13)) or len(per[n]), n))
+    values = per[at]
+    k = len(values)
+    score, ci = task_set_score(values)
+    n_items = min(len(v) for v in values.values())
+    ci_text = f"95% CI {ci[0]:.1f} to {ci[1]:.1f}" if ci else "no interval (a task with one sample)"
+    text = f"subset mean at length {at}: {score:.1f} ({k} of 13 tasks); effective length not determined"
+    unc = f"n = {n_items} samples per task; {ci_text} (bootstrap over samples within tasks)"
+    verdict = (f"not tested: the rows hold {k} of RULER's 13 tasks (claimed length "
+               f"{claimed if claimed else 'not recorded'}); re-run the ruler part with all 13")
+    return Line("effective_length", model, None, text, unc, verdict,
+                {"effective_length": None, "at": at, "score": score, "k_tasks": k, "claimed": claimed},
+                n=n_items, unit="samples", interval=ci, bounds=(0.0, 100.0))
 
 
-def retrieval_2l(rows: list[dict], model: str, L: int) -> Line:
-    """Pooled needle accuracy at L and 2L (binomial SE each) and the one-sided z of the drop."""
-    at, beyond = _scores(rows, length=L), _scores(rows, length=2 * L)
-    if not at or not beyond:
-        return _absent("retrieval_2l", model, f"not measured: no needle rows at both {L} and {2 * L}")
-    p1, p2, z = _proportion_drop(at, beyond)
-    text = f"{p1:.2f} at {L} vs {p2:.2f} at {2 * L}"
-    unc = f"SE {_se(p1, len(at)):.2f} / {_se(p2, len(beyond)):.2f} (n = {len(at)} / {len(beyond)}); z = {_n(z)}"
-    verdict = ("nothing retrieved at L" if p1 == 0 else "drops, as expected" if z is not None and z > Z_ONE_SIDED_05
-               else "no significant drop")
-    return Line("retrieval_2l", model, p2 - p1, text, unc, verdict,
-                {"at_L": p1, "at_2L": p2, "n_L": len(at), "n_2L": len(beyond), "z": z})
+# ------------------------------------------------------------------------------ needles
+def _grid_note(got: dict) -> str:
+    missing = got.get("missing") or []
+    if not missing:
+        return ""
+    have = ", ".join(f"{d:g}" for d in got["depths"])
+    return f"; the rows hold depths {have}, not the paper's {', '.join(f'{d:g}' for d in DEPTH_GRID)}: read as is"
+
+
+def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Line:
+    """Needle accuracy at L and 2L per haystack (``long_sequence.length_test``): the paper expects a
+    drop only from the training length T to 2T, so the verdict tests it only when L >= T; when 2L
+    is inside T (or T is not known) the numbers are shown and the line says it is no test."""
+    got = length_test(rows, L)
+    if got["why"]:
+        return absent("retrieval_2l", model, f"not measured: {got['why']}")
+    n, m, ci = got["n"], got["mde"], got["interval"]
+    text = f"{got['at_L']:.2f} at {L} vs {got['at_2L']:.2f} at {2 * L} (mean over depths per haystack)"
+    unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, 95% CI {ci[0]:+.2f} to {ci[1]:+.2f} (bootstrap over "
+           f"haystacks); paired p = {got['p']:.3g}; detects a drop >= {_n(m)}"
+           + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})"))
+    if train is None:
+        verdict = "not a test of the paper: the model's training length is not recorded"
+    elif 2 * L <= train:
+        verdict = f"not a test of the paper (2L = {2 * L} is inside the training length {train})"
+    elif L < train:
+        verdict = f"not a test of the paper (L = {L} is below the training length {train})"
+    elif got["at_L"] == 0:
+        verdict = "nothing retrieved at L: untestable"
+    else:
+        verdict = ("drops, as the paper expects (ctxlens's paired test)" if got["p"] < ALPHA
+                   else "no significant drop (ctxlens's paired test)")
+    return Line("retrieval_2l", model, got["diff"], text, unc, verdict,
+                {"at_L": got["at_L"], "at_2L": got["at_2L"], "n": n, "p": got["p"], "train_length": train,
+                 "depths": got["depths"]},
+                n=n, unit="haystacks", interval=ci, bounds=(-1.0, 1.0), mde=m,
+                underpowered=m is None or m > MIN_DROP)
 
 
 def middle_dip(rows: list[dict], model: str, L: int) -> Line:
-    """Accuracy at the ends (depths 0 and 100 pooled) minus the middle (40-60) at L, with the
-    unpooled standard error of the difference and the pooled one-sided z."""
-    lo, hi = MIDDLE_DEPTHS
-    got = [r for r in rows if r.get("length") == L]
-    ends = _scores(got, depth=0.0) + _scores(got, depth=100.0)
-    middle = [s for r in got if r.get("depth") is not None and lo <= r["depth"] <= hi for s in _scores([r])]
-    if not ends or not middle:
-        return _absent("middle_dip", model, f"not measured: no needle rows at depths 0, 100 and {lo:g}-{hi:g} at {L}")
-    p1, p2, z = _proportion_drop(ends, middle)
-    se = math.sqrt(_se(p1, len(ends)) ** 2 + _se(p2, len(middle)) ** 2)
-    verdict = ("nothing retrieved" if p1 == p2 == 0 else "a dip in the middle, as expected"
-               if z is not None and z > Z_ONE_SIDED_05 else "no significant dip")
-    return Line("middle_dip", model, p1 - p2, f"ends {p1:.2f} vs middle {p2:.2f}: dip {p1 - p2:+.2f}",
-                f"± {se:.2f} (SE); z = {_n(z)}", verdict, {"ends": p1, "middle": p2, "se": se, "z": z})
+    """Each end (depth 0, depth 100) against the middle (depth 50) on haystack pairs at L
+    (``long_sequence.middle_test``): exact McNemar per end, Holm over the two ends, and the paired
+    Newcombe interval of each end minus the middle. ``value`` is the smaller end minus the middle."""
+    got = middle_test(rows, L)
+    if got["why"]:
+        return absent("middle_dip", model, f"not measured: {got['why']}")
+    s, e, n, m = got["start"], got["end"], got["n"], got["mde"]
+    worse = min(ENDS, key=lambda k: got[k]["diff"])
+    value, ci = got[worse]["diff"], got[worse]["interval"]
+    text = (f"start (depth 0) {s['end']:.2f}, middle (depth {MIDDLE:g}) {s['middle']:.2f}, end (depth 100) "
+            f"{e['end']:.2f} at {L}")
+    unc = (f"n = {n} haystacks; start - middle {s['diff']:+.2f} (95% CI {s['interval'][0]:+.2f} to "
+           f"{s['interval'][1]:+.2f}, McNemar p = {s['p']:.3g}); end - middle {e['diff']:+.2f} (95% CI "
+           f"{e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); detects a dip >= {_n(m)}"
+           + ("" if m is not None and m <= MIN_DIP else f" (underpowered for the paper's {MIN_DIP:g})")
+           + _grid_note(got))
+    if not got["retrieved"]:
+        verdict = "nothing retrieved at depths 0, 50, 100: untestable"
+    elif got["dips"] == list(ENDS):
+        verdict = "the middle dips below both ends, as the paper finds"
+    elif got["dips"]:
+        verdict = f"one-ended: the middle dips below the {got['dips'][0]} only (Holm over the two ends)"
+    else:
+        verdict = "no significant dip in the middle"
+    if got["reverse"]:
+        verdict += "; the " + " and the ".join(got["reverse"]) + " below the middle (McNemar, Holm), " \
+            "the reverse of the paper's pattern"
+    return Line("middle_dip", model, value, text, unc, verdict,
+                {"start": s["end"], "middle": s["middle"], "end": e["end"], "p_start": s["p"], "p_end": e["p"],
+                 "ci_start": s["interval"], "ci_end": e["interval"], "dips": got["dips"], "missing": got["missing"],
+                 "worse": worse},
+                n=n, unit="haystacks", interval=ci, bounds=(-1.0, 1.0), mde=m,
+                underpowered=m is None or m > MIN_DIP)

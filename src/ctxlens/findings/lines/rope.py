@@ -1,69 +1,182 @@
 """The RoPE lines: positional heads and masking them (the RoPE-distance paper, Sections 4.2-4.3,
-Figure 8)."""
+Figures 8-9, Appendix A.3). The paper's quantities come first (the rho ranking, the top heads'
+rho and sign, the |rho| spread; every fraction's passkey accuracy and perplexity); the tests are
+ctxlens's (``ctxlens.findings.positional``): a t test across prompts per head, Bonferroni over
+heads, and a randomization test of the top heads against random draws on paired passkeys."""
 
 from __future__ import annotations
 
-import math
-
-from ctxlens.core.stats import t_quantile
+from ctxlens.findings import positional as pos
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.models import has_rope
-from ctxlens.findings.positional import masking_summary, significant_heads
 from ctxlens.findings.verdicts import PAPERS
 
 
-def _absent(key: str, model: str, why: str) -> Line:
-    return absent(key, model, why)
-
-
-@card_line("positional_heads", "positional heads (Bonferroni)", PAPERS["003"] + ", Section 4.2",
-           "some heads whose dominant RoPE dimension tracks distance", order=9, applies=has_rope)
+@card_line("positional_heads", "positional heads (top 5% / 10% by Spearman rho)",
+           PAPERS["003"] + ", Sections 4.2-4.3.1",
+           "some heads whose dominant RoPE dimension tracks distance (ctxlens's test: per-prompt rho, t across "
+           "prompts, Bonferroni over heads)", order=9, applies=has_rope)
 def _positional_heads(ctx: Context) -> Line:
-    return positional(ctx.of("positional-heads"), ctx.of("head-masking"), ctx.model)[0]
+    return positional_heads(_plain(ctx.of("positional-heads")), ctx.model)
 
 
-@card_line("masking_effect", "masking the top positional heads", PAPERS["003"] + ", Section 4.3, Figure 8",
-           "passkey accuracy with the top heads masked below the random draws' mean", order=10, applies=has_rope)
+@card_line("masking_effect", "masking the top positional heads", PAPERS["003"] + ", Section 4.3.2, Figures 8-9",
+           "passkey accuracy with the top heads masked below as many random heads', perplexity not collapsed "
+           "(ctxlens's test: randomization p <= 0.05 at every fraction)", order=10, applies=has_rope)
 def _masking_effect(ctx: Context) -> Line:
-    return positional(ctx.of("positional-heads"), ctx.of("head-masking"), ctx.model)[1]
+    return masking_effect(_plain(ctx.of("head-masking")), _plain(ctx.of("positional-heads")), ctx.model)
 
 
-def positional(heads: list[dict], mask: list[dict], model: str) -> tuple[Line, Line]:
-    """Heads significant after Bonferroni; the top-minus-random masking effect at the largest
-    fraction with a t interval over the random draws."""
-    heads = [r for r in heads if r.get("transform", "none") == "none"]
-    mask = [r for r in mask if r.get("transform", "none") == "none" and r.get("task") == "passkey"]
-    if heads:
-        sig = significant_heads(heads)
-        first = Line("positional_heads", model, sig["n_significant_bonferroni"],
-                     f"{sig['n_significant_bonferroni']} of {sig['n_heads']} heads",
-                     f"p < {sig['alpha']} / {sig['n_heads']} (Bonferroni)",
-                     "present, as expected" if sig["n_significant_bonferroni"] else "none found", sig)
-    else:
-        first = _absent("positional_heads", model, "not measured: no positional-heads rows")
-    summary = masking_summary(mask) if mask else {"fractions": {}}
-    if not summary["fractions"]:
-        return first, _absent("masking_effect", model, "not measured: no head-masking passkey rows")
-    frac = max(summary["fractions"], key=float)
-    s = summary["fractions"][frac]
-    draws = [d for d in s["random_draws"] if d is not None]
-    if s["top"] is None or not draws:
-        return first, _absent("masking_effect", model, "not measured: no scored masking rows")
-    mean = sum(draws) / len(draws)
-    effect = s["top"] - mean
-    half = None
-    if len(draws) > 1:
-        sd = math.sqrt(sum((d - mean) ** 2 for d in draws) / (len(draws) - 1))
-        half = t_quantile(len(draws) - 1) * sd / math.sqrt(len(draws))
-    unc = "no interval: one random draw" if half is None else \
-        f"95% CI {effect - half:+.2f} to {effect + half:+.2f} (t over {len(draws)} random draws)" + \
-        (" (underpowered: fewer than 5 draws)" if len(draws) < 5 else "")
-    if not summary["none"]:
-        verdict = "nothing retrieved unmasked"
-    elif half is not None and effect + half < 0:
-        verdict = "top heads hurt more, as expected"
-    else:
-        verdict = "not more than random" if half is not None else "untested"
-    return first, Line("masking_effect", model, effect, f"top {frac}: {effect:+.2f} vs random ({s['top']:.2f} vs "
-                       f"{mean:.2f})", unc, verdict, {"top": s["top"], "random_mean": mean, "half": half,
-                                                     "fraction": float(frac), "unmasked": summary["none"]})
+def _plain(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("transform", "none") == "none"]
+
+
+def _head(h) -> str:
+    return f"L{h[0]}H{h[1]}"
+
+
+def _q(q) -> str:
+    return "-" if q is None else f"{q[1]:.2f} (IQR {q[0]:.2f}-{q[2]:.2f})"
+
+
+def _ranking_text(rank: dict) -> str:
+    """The paper's quantities: each top fraction's heads (rho range, signs) and the |rho| spread."""
+    parts = []
+    for f, t in rank["top"].items():
+        rhos = [h[2] for h in t["heads"]]
+        parts.append(f"top {float(f) * 100:g}% ({t['n']} of {rank['n_heads']} heads): rho {rhos[0]:+.2f} "
+                     f"({_head(t['heads'][0])}) .. {rhos[-1]:+.2f}, {t['positive']}+ / {t['negative']}-")
+    parts.append(f"|rho| median {_q(rank['abs_rho'])}")
+    parts += [f"{t}: {_q(q)}" for t, q in rank["abs_rho_by_type"].items()]
+    return "; ".join(parts)
+
+
+def positional_heads(rows: list[dict], model: str) -> Line:
+    """The rho ranking of Section 4.3.1 (pooled over the detection inputs, as the paper), then
+    ctxlens's presence test on the per-prompt rho rows (``ctxlens.findings.positional.presence_test``)."""
+    rank = pos.ranking(rows)
+    if not rank["n_heads"] or rank["first"] is None:
+        return absent("positional_heads", model, "not measured: no positional-heads rows")
+    text = _ranking_text(rank)
+    first = rank["first"]
+    test = pos.presence_test(rows)
+    if not test["n_heads"]:
+        return Line("positional_heads", model, first["rho"], text,
+                    "not tested: the rows hold rho pooled over the detection texts, no rho per prompt; the presence "
+                    f"test (ctxlens's) needs one rho per head and prompt over >= {pos.MIN_PROMPTS} prompts, as the "
+                    "paper samples; re-run positional-heads", "untested",
+                    {"ranking": rank}, bounds=(-1.0, 1.0))
+    n = test["n_prompts"]
+    top = test["heads"].get((int(first["layer"]), int(first["head"])))
+    ci = pos.head_interval(rows, first["layer"], first["head"])
+    value = None if top is None else top["mean"]
+    under = n < pos.MIN_PROMPTS or test["mde"] is None or test["mde"] > pos.MIN_RHO
+    unc = (f"n = {n} prompts; strongest head {_head((first['layer'], first['head']))} mean per-prompt rho "
+           f"{_f(value)}, 95% CI {_ci(ci)} (bootstrap over prompts); t across prompts per head, Bonferroni over "
+           f"{test['n_heads']} heads (ctxlens's test); detects mean rho >= {_f(test['mde'], '.2f')}")
+    if n < pos.MIN_PROMPTS:
+        unc += f" (underpowered: fewer than the paper's {pos.MIN_PROMPTS} prompts)"
+    types = test["by_type"]
+    split = "; ".join(f"{t} {v['pass']} of {v['heads']}" for t, v in types.items()) if len(types) > 1 else ""
+    verdict = (f"present, as expected: {test['n_pass']} of {test['n_heads']} heads pass ({test['positive']} positive, "
+               f"{test['negative']} negative)" + (f"; {split}" if split else "")) if test["present"] else \
+        f"none found (0 of {test['n_heads']} heads pass)"
+    numbers = {"ranking": rank, "n_pass": test["n_pass"], "positive": test["positive"], "negative": test["negative"],
+               "by_type": types, "level": test["level"]}
+    return Line("positional_heads", model, value, text, unc, verdict, numbers, n=n, unit="prompts", interval=ci,
+                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under)
+
+
+def _f(x, fmt: str = "+.2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _ci(ci) -> str:
+    return "-" if ci is None else f"{ci[0]:+.2f} to {ci[1]:+.2f}"
+
+
+def _ppl_text(s: dict) -> str:
+    ppl = [p for p in s["random_ppl"] if p is not None]
+    if s["top_ppl"] is None or not ppl:
+        return ""
+    return f", ppl {s['top_ppl']:.1f} vs random {min(ppl):.1f}-{max(ppl):.1f}"
+
+
+def _masking_text(test: dict) -> str:
+    """Every fraction's passkey accuracy (top vs the random draws' mean and range) and perplexity."""
+    parts = []
+    for f, s in test["fractions"].items():
+        draws = [d for d in s["random_draws"] if d is not None]
+        if s["top"] is None or not draws:
+            parts.append(f"top {float(f) * 100:g}%: not scored" + _ppl_text(s))
+            continue
+        parts.append(f"top {float(f) * 100:g}%: {s['top']:.2f} vs random {sum(draws) / len(draws):.2f} "
+                     f"({min(draws):.2f}-{max(draws):.2f}): {s['effect']:+.2f}" + _ppl_text(s))
+    unmasked = "-" if test["none"] is None else f"{test['none']:.2f}"
+    ppl = "" if test["none_ppl"] is None else f", ppl {test['none_ppl']:.1f}"
+    return "; ".join(parts) + f"; unmasked {unmasked}{ppl}"
+
+
+def _same_heads(test: dict, head_rows: list[dict]) -> str:
+    """A note when the masked top heads are not the positional-heads line's selection."""
+    chosen = {str(float(r["fraction"])): {tuple(h) for h in r["heads"]} for r in head_rows
+              if r.get("kind") == "selection" and r.get("heads") is not None}
+    notes = []
+    for f, s in test["fractions"].items():
+        if s["top_heads"] is None or f not in chosen:
+            continue
+        masked = {tuple(h) for h in s["top_heads"]}
+        if masked != chosen[f]:
+            notes.append(f"{len(masked & chosen[f])} of {len(masked)} at {float(f) * 100:g}%")
+    return ("; masked top heads differ from the positional-heads line's (shared: " + ", ".join(notes) + ")"
+            if notes else "")
+
+
+def _collapse_note(test: dict) -> str:
+    hit = [f for f, s in test["fractions"].items() if s.get("collapse")]
+    if not hit:
+        return ""
+    f = hit[-1]
+    s = test["fractions"][f]
+    ppl = [p for p in s["random_ppl"] if p is not None]
+    return (f"general collapse at {float(f) * 100:g}% (ppl {s['top_ppl']:.1f} vs random "
+            f"{min(ppl):.1f}-{max(ppl):.1f})")
+
+
+def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> Line:
+    """Every fraction's top-vs-random passkey accuracy and perplexity (Figures 8-9), then ctxlens's
+    randomization test (``ctxlens.findings.positional.masking_test``) with the Figure 9 perplexity
+    check; the interval is a paired bootstrap over passkeys of the largest fraction's effect."""
+    test = pos.masking_test(mask_rows)
+    if test["verdict"] == "absent":
+        return absent("masking_effect", model, "not measured: no scored head-masking passkey rows")
+    text = _masking_text(test)
+    fracs = test["fractions"]
+    largest = max(fracs, key=float)
+    effect = fracs[largest]["effect"]
+    n = test["n_passkeys"]
+    draws = min(s["n_draws"] for s in fracs.values())
+    ci = pos.masking_interval(mask_rows, largest)
+    ps = " / ".join(f"{float(f) * 100:g}% p = {_f(s['p'], '.3f')}" for f, s in fracs.items())
+    numbers = {"fractions": fracs, "none": test["none"], "none_ppl": test["none_ppl"], "n_draws": draws,
+               "fraction": float(largest)}
+    same = _same_heads(test, head_rows)
+    collapse = _collapse_note(test)
+    if test["verdict"] == "untestable" or ci is None and test["verdict"] not in ("nothing",):
+        why = (f"not tested: the rows hold {draws} random draws and {n} passkeys per condition"
+               + ("" if ci is not None else ", pooled per depth (no per-passkey outcome to pair)")
+               + f"; a randomization p cannot go below 1/{draws + 1} (needs >= {pos.MIN_DRAWS} draws) and the design "
+               f"needs >= {pos.MIN_PASSKEYS} paired passkeys; re-run head-masking")
+        verdict = "untested" + (f"; {collapse}: not specific" if collapse else "")
+        return Line("masking_effect", model, effect, text, why + same, verdict, numbers, n=n, unit="passkeys",
+                    bounds=(-1.0, 1.0), underpowered=True)
+    unc = (f"n = {n} passkeys (paired), {draws} random draws per fraction; effect at {float(largest) * 100:g}%: "
+           f"95% CI {_ci(ci)} (bootstrap over passkeys); randomization {ps} (ctxlens's test); detects drops "
+           f">= {_f(test['mde'], '.2f')}" + same)
+    verdict = {"hurts": "top heads hurt more, as expected (p <= 0.05 at every fraction)",
+               "collapse": f"not specific: {collapse}",
+               "no": "not more than random",
+               "nothing": "nothing retrieved unmasked: untested"}[test["verdict"]]
+    under = n < pos.MIN_PASSKEYS or test["mde"] is None or test["mde"] > pos.MIN_DROP
+    return Line("masking_effect", model, effect, text, unc, verdict, numbers, n=n, unit="passkeys", interval=ci,
+                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under)
