@@ -5,6 +5,7 @@ The finding tests build rows whose verdict is known by applying the stated crite
 """
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -95,14 +96,34 @@ def test_findings_module_reads_rows_without_torch():
 
 
 # ------------------------------------------------------------------------------- hand-made rows
-def _layers(values, model="zoo:rope", length=512):
-    return [{"experiment": "accs-layers", "model": model, "length": length, "stream": "residual", "layer": i,
-             "accs": v} for i, v in enumerate(values)]
+def _windows(key: str, curve: dict, base: dict, windows: int) -> list[dict]:
+    """Per-window rows of an ACCS curve {layer or boundary: ACCS} as ``probes.suffix.window_rows`` writes them:
+    the pair cosines at the j-th point are A_j = 0.302 + 0.002 j with a jitter of +-0.01 per pair of windows (the
+    same at every point), window w's self-similarity A_j + ACCS_j + 0.01 ((3w + j) % 5). The window jitter spans
+    0.04 at most, so a resample of windows moves S - A by less than 0.05 between two points: every step of the
+    curves below (and their plateau ratios' side of 0.25) survives every bootstrap resample."""
+    rows = []
+    for j, (v, accs) in enumerate(curve.items()):
+        at, a_j = {**base, key: v}, 0.302 + 0.002 * j
+        rows += [{**at, "level": "window", "sample": w, "n": 4,
+                  "sample_self_sim": a_j + accs + 0.01 * ((3 * w + j) % 5)} for w in range(windows)]
+        rows += [{**at, "level": "pair", "sample": a, "other_sample": b, "n": 64,
+                  "cross_cos": a_j + 0.01 * ((a + b) % 3 - 1)} for a in range(windows) for b in range(a + 1, windows)]
+    return rows
 
 
-def _boundary(curve: dict, model: str, length=512, layer=3):
-    return [{"experiment": "accs-boundary", "model": model, "length": length, "stream": "residual", "layer": layer,
-             "boundary": b, "accs": v} for b, v in curve.items()]
+def _layers(values, model="zoo:rope", length=512, windows=8):
+    """accs-layers rows: the pooled ACCS per layer and, unless ``windows`` = 0, per-window rows of ``windows``
+    windows (the findings need >= 8 for a verdict)."""
+    base = {"experiment": "accs-layers", "model": model, "length": length, "stream": "residual"}
+    return ([{**base, "layer": i, "accs": v} for i, v in enumerate(values)]
+            + _windows("layer", dict(enumerate(values)), base, windows))
+
+
+def _boundary(curve: dict, model: str, length=512, layer=3, windows=8):
+    """accs-boundary rows of one layer: pooled and, unless ``windows`` = 0, per window (as ``_layers``)."""
+    base = {"experiment": "accs-boundary", "model": model, "length": length, "stream": "residual", "layer": layer}
+    return [{**base, "boundary": b, "accs": v} for b, v in curve.items()] + _windows("boundary", curve, base, windows)
 
 
 def _run(finding, rows, models, controls=None):
@@ -112,8 +133,12 @@ def _run(finding, rows, models, controls=None):
 def test_accs_depth_reproduced_only_when_accs_falls():
     falls = _run(fd.accs_falls_with_depth, _layers([0.9, 0.8, 0.75, 0.6]), ROPE)
     rises = _run(fd.accs_falls_with_depth, _layers([0.6, 0.7, 0.8, 0.9]), ROPE)
-    # spearman of a monotone fall is -1 and last 0.6 < first 0.9: reproduced; a rise: +1, not
+    # 8 windows, each falling monotonically by >= 0.05 a layer with a jitter < 0.05 (``_windows``): spearman is
+    # -1 in every resample of windows, so the bootstrap interval lies below 0: reproduced; a rise: +1, not
     assert falls["status"] == "reproduced" and rises["status"] == "not reproduced"
+    # the same fall over 7 windows, or pooled rows alone, is not tested
+    assert _run(fd.accs_falls_with_depth, _layers([0.9, 0.8, 0.75, 0.6], windows=7), ROPE)["status"] == "undecided"
+    assert _run(fd.accs_falls_with_depth, _layers([0.9, 0.8, 0.75, 0.6], windows=0), ROPE)["status"] == "undecided"
     # rows beyond the training length are not read: only the 512 rows decide
     mixed = _layers([0.9, 0.8, 0.75, 0.6]) + _layers([0.1, 0.5, 0.9, 1.0], length=2048)
     assert _run(fd.accs_falls_with_depth, mixed, ROPE)["status"] == "reproduced"
@@ -127,9 +152,10 @@ def test_accs_depth_not_measured_without_the_model():
     assert row["status"] == "not measured" and "zoo:rope (not trained)" in row["note"]
 
 
-PLATEAU = {0.1: 0.90, 0.3: 0.90, 0.5: 0.88, 0.7: 0.80, 0.9: 0.70, 1.0: 0.50}  # (0.90-0.88)/(0.90-0.50) = 0.05
-STEADY = {0.1: 0.90, 0.3: 0.80, 0.5: 0.70, 0.7: 0.65, 0.9: 0.55, 1.0: 0.50}  # (0.90-0.70)/(0.90-0.50) = 0.5
-FLAT = {0.1: 0.90, 0.5: 0.90, 1.0: 0.95}  # no drop at all: undecided
+# plateau ratios; the window jitter (< 0.04 between two boundaries) keeps every resample's on the same side of 0.25:
+PLATEAU = {0.1: 0.90, 0.3: 0.90, 0.5: 0.88, 0.7: 0.80, 0.9: 0.70, 1.0: 0.50}  # 0.02/0.40 = 0.05; at most 0.06/0.36
+STEADY = {0.1: 0.90, 0.3: 0.80, 0.5: 0.70, 0.7: 0.65, 0.9: 0.55, 1.0: 0.50}  # 0.20/0.40 = 0.5; at least 0.16/0.44
+FLAT = {0.1: 0.90, 0.5: 0.90, 1.0: 0.95}  # no drop at all (-0.05 +- 0.04): undecided
 
 
 def test_local_plateau_needs_every_measured_model_to_plateau():
@@ -140,6 +166,8 @@ def test_local_plateau_needs_every_measured_model_to_plateau():
     assert yes["status"] == "reproduced" and "zoo:mlstm (not trained)" in yes["note"]
     assert no["status"] == "not reproduced"
     assert undecided["status"] == "undecided" and "undecided" in undecided["note"]
+    few = _run(fd.local_plateau, _boundary(PLATEAU, "m", windows=7) + _boundary(PLATEAU, "a"), models)
+    assert few["status"] == "undecided"  # a plateau over 7 windows is not tested
     # one model failing outweighs another being undecided
     mixed = _run(fd.local_plateau, _boundary(FLAT, "m") + _boundary(STEADY, "a"), models)
     assert mixed["status"] == "not reproduced"
@@ -160,26 +188,40 @@ def test_hybrid_and_rope_beyond_training_need_a_steady_fall():
         "not measured"
 
 
-def _needles(model: str, length: int, depth: float, hits: int, n: int):
-    return [{"experiment": "niah-depth", "model": model, "length": length, "depth": depth,
-             "score": 100.0 if i < hits else 0.0} for i in range(n)]
+def _needles(model: str, length: int, depth: float, hits: int, n: int, hit=None):
+    """niah-depth rows of haystacks (seed 0, sample i) 0..n-1 at one length and depth: haystack i retrieves its
+    needle when ``hit(i)``, by default when i < ``hits`` (so a haystack found at a harder cell is found at an
+    easier one: the cells of one haystack are paired)."""
+    hit = hit or (lambda i: i < hits)
+    return [{"experiment": "niah-depth", "model": model, "length": length, "depth": depth, "seed": 0, "sample": i,
+             "score": 100.0 if hit(i) else 0.0} for i in range(n)]
 
 
 def test_retrieval_collapse_needs_a_significant_drop():
-    def rows(hits_at, hits_beyond):
-        return _needles("zoo:rope", 512, 50.0, hits_at, 10) + _needles("zoo:rope", 1024, 50.0, hits_beyond, 10)
+    def rows(hits_at, hits_beyond, beyond=None):
+        return (_needles("zoo:rope", 512, 50.0, hits_at, 10)
+                + _needles("zoo:rope", 1024, 50.0, hits_beyond, 10, hit=beyond))
 
-    # 10/10 vs 0/10: pooled p = 0.5, se = sqrt(.25 * .2) = 0.2236, z = 1 / 0.2236 = 4.47 > 1.645
+    # per haystack, found at 512 minus found at 1024; exact one-sided sign-flip p over the 2^10 sign patterns
+    # (haystacks with no difference add nothing): 10 drops of 1: p = 1/1024 < 0.05
     assert _run(fd.retrieval_collapses, rows(10, 0), ROPE)["status"] == "reproduced"
-    # 7/10 vs 4/10: pooled p = 0.55, se = sqrt(.2475 * .2) = 0.2225, z = 0.3 / 0.2225 = 1.35 < 1.645
+    # 7/10 vs 4/10: 3 drops of 1, 7 zeros: p = 1/2^3 = 0.125 > 0.05
     assert _run(fd.retrieval_collapses, rows(7, 4), ROPE)["status"] == "not reproduced"
-    # 8/10 vs 2/10: pooled p = 0.5, z = 0.6 / 0.2236 = 2.68 > 1.645
+    # 8/10 vs 2/10: 6 drops of 1, 4 zeros: p = 1/2^6 = 0.016 < 0.05
     assert _run(fd.retrieval_collapses, rows(8, 2), ROPE)["status"] == "reproduced"
+    # the same 8/10 vs 2/10 when the two found at 1024 are the two lost at 512: 8 drops and 2 rises, sum 6;
+    # p = P(sum of 10 random signs >= 6) = P(>= 8 of 10 +) = (45 + 10 + 1) / 1024 = 0.055 > 0.05: pairing matters
+    crossed = rows(8, 0, beyond=lambda i: i >= 8)
+    assert _run(fd.retrieval_collapses, crossed, ROPE)["status"] == "not reproduced"
     nothing = _run(fd.retrieval_collapses, rows(0, 0), ROPE)
     assert nothing["status"] == "undecided" and "undecided" in nothing["note"]
-    flagged = [{"experiment": "niah-depth", "model": "zoo:rope", "length": 1024, "depth": 50.0, "score": None}]
+    flagged = [{"experiment": "niah-depth", "model": "zoo:rope", "length": 1024, "depth": 50.0, "seed": 0,
+                "sample": 0, "score": None}]
     assert _run(fd.retrieval_collapses, _needles("zoo:rope", 512, 50.0, 5, 10) + flagged, ROPE)["status"] == \
         "not measured"
+    # rows that do not name their haystack cannot be paired
+    unnamed = [{k: v for k, v in r.items() if k != "sample"} for r in rows(10, 0)]
+    assert _run(fd.retrieval_collapses, unnamed, ROPE)["status"] == "not measured"
 
 
 def test_lost_in_the_middle_needs_both_ends_above_the_middle():
@@ -187,12 +229,14 @@ def test_lost_in_the_middle_needs_both_ends_above_the_middle():
         return (_needles("zoo:rope", 512, 0.0, start, n) + _needles("zoo:rope", 512, 50.0, middle, n)
                 + _needles("zoo:rope", 512, 100.0, end, n) + _needles("zoo:rope", 1024, 50.0, n, n))
 
-    # ends 18/20 vs middle 2/10: pooled p = 20/30, se = sqrt(2/9 * (1/20 + 1/10)) = 0.1826, z = 0.7 / 0.1826 = 3.83
+    # each end against the haystack's depth-50 cell, exact one-sided McNemar on the discordant haystacks (b found
+    # at the end only, c at the middle only: p = P(Bin(b + c, 1/2) >= b)), Holm over the two ends (0.025, then 0.05)
+    # 9 and 9 vs 2 of 10: b = 7, c = 0 at each end: p = 1/2^7 = 0.0078 < 0.025 and < 0.05
     assert _run(fd.lost_in_the_middle, rows(9, 2, 9), ROPE)["status"] == "reproduced"
-    # one end below the middle is not a U although z is large: ends 25/40 = 0.625 vs middle 6/20 = 0.3,
-    # pooled p = 31/60, se = sqrt(0.2497 * (1/40 + 1/20)) = 0.1368, z = 0.325 / 0.1368 = 2.38 > 1.645; end 0.25 < 0.3
+    # one end below the middle is not a U although the start's dip is large: start 20 vs middle 6 of 20,
+    # b = 14, c = 0, p = 1/2^14; end 5 vs 6: b = 0, c = 1, p = 1
     assert _run(fd.lost_in_the_middle, rows(20, 6, 5, n=20), ROPE)["status"] == "not reproduced"
-    # ends 12/20 vs middle 5/10: pooled p = 17/30, se = sqrt(0.2456 * 0.15) = 0.1919, z = 0.1 / 0.1919 = 0.52
+    # 6 and 6 vs 5 of 10: b = 1, c = 0 at each end: p = 0.5
     assert _run(fd.lost_in_the_middle, rows(6, 5, 6), ROPE)["status"] == "not reproduced"
     nothing = _run(fd.lost_in_the_middle, rows(0, 0, 0), ROPE)
     assert nothing["status"] == "undecided" and "undecided" in nothing["note"]
@@ -254,31 +298,48 @@ def test_parity_dimension_fit_at_threshold_one_twentieth():
     assert _run(fd.ce_linear_in_dimension_parity, other, {})["status"] == "not measured"
 
 
-def _heads(p_values):
-    return [{"experiment": "positional-heads", "model": "zoo:rope", "transform": "none", "kind": "head",
-             "layer": i // 4, "head": i % 4, "rho": 0.5, "p_value": p, "rank": i} for i, p in enumerate(p_values)]
+PROMPTS, PASSKEYS = 17, 30
 
 
-def _masking(none: float, top: float, random: list[float]):
-    def row(condition, fraction, draw, score):
-        return {"experiment": "head-masking", "model": "zoo:rope", "transform": "none", "task": "passkey",
-                "condition": condition, "fraction": fraction, "draw": draw, "length": 512, "depth": 0.5,
-                "score": score, "n": 10}
+def _heads(means: list[float]):
+    """positional-heads rows per (head, prompt) of 16 heads: head i's rho over the 17 prompts is
+    ``means[i]`` + 0.3 (p - 8) / 8, p = 0..16 (mean ``means[i]``, sd 0.189, SE 0.0459 across prompts)."""
+    return [{"experiment": "positional-heads", "model": "zoo:rope", "transform": "none", "kind": "prompt",
+             "layer": i // 4, "head": i % 4, "prompt": p, "rho": m + 0.3 * (p - 8) / 8}
+            for i, m in enumerate(means) for p in range(PROMPTS)]
 
-    return [row("none", 0.0, 0, none), row("top", 0.1, 0, top), *(row("random", 0.1, d, s) for d, s in
-                                                                 enumerate(random))]
+
+def _masking(none: int, top: int, random: list[int], top_nll: float = 3.0):
+    """head-masking rows at fraction 0.1: one row per passkey (probe 0..29, the same under every condition) with
+    passkey i found when i < the condition's count, and one perplexity row per condition (random draw d: NLL
+    2.9 + 0.01 d; the top heads: ``top_nll``)."""
+    def rows(condition, fraction, draw, found, nll):
+        base = {"experiment": "head-masking", "model": "zoo:rope", "transform": "none", "condition": condition,
+                "fraction": fraction, "draw": draw, "length": 512, "n": 1}
+        return [{**base, "task": "passkey", "depth": 0.5, "probe": i, "score": float(i < found)}
+                for i in range(PASSKEYS)] + [{**base, "task": "perplexity", "score": math.exp(nll), "nll": nll}]
+
+    return [*rows("none", 0.0, 0, none, 2.9), *rows("top", 0.1, 0, top, top_nll),
+            *(r for d, found in enumerate(random) for r in rows("random", 0.1, d, found, 2.9 + 0.01 * d))]
 
 
 def test_positional_heads_need_a_significant_head_and_a_bigger_hurt():
-    significant = _heads([1e-6] + [0.5] * 15)  # 1e-6 < 0.05 / 16
-    none_significant = _heads([0.01] * 16)  # 0.01 > 0.05 / 16 = 0.003125
-    hurts = _masking(1.0, 0.2, [0.8, 0.9])  # top 0.2 < random mean 0.85
-    spares = _masking(1.0, 0.9, [0.5, 0.6])
+    significant = _heads([0.5] + [0.0] * 15)  # head 0: t = 0.5 / 0.0153, p = 4e-16 < 0.05 / 16
+    none_significant = _heads([0.1] * 16)  # each: t = 0.1 / 0.0459 = 2.18, p = 0.045 > 0.05 / 16 = 0.003125
+    draws = [24 + d % 4 for d in range(19)]  # random draws find 24-27 of 30 passkeys
+    hurts = _masking(30, 6, draws)  # top 6/30 below all 19 draws: randomization p = 1 / 20 = 0.05
+    spares = _masking(30, 27, [15 + d % 4 for d in range(19)])  # top 27/30 above every draw: p = 20 / 20
     assert _run(fd.positional_heads_matter, significant + hurts, ROPE)["status"] == "reproduced"
     assert _run(fd.positional_heads_matter, significant + spares, ROPE)["status"] == "not reproduced"
     assert _run(fd.positional_heads_matter, none_significant + hurts, ROPE)["status"] == "not reproduced"
-    blind = _run(fd.positional_heads_matter, significant + _masking(0.0, 0.0, [0.0]), ROPE)
+    # the top heads' perplexity above every random draw's (e^3.5 > e^3.08): a general collapse, not a bigger hurt
+    collapse = _masking(30, 6, draws, top_nll=3.5)
+    assert _run(fd.positional_heads_matter, significant + collapse, ROPE)["status"] == "not reproduced"
+    blind = _run(fd.positional_heads_matter, significant + _masking(0, 0, [0] * 19), ROPE)
     assert blind["status"] == "undecided" and "undecided" in blind["note"]
+    # 18 draws cannot reach p <= 0.05 (1 / 19 = 0.053): untested, undecided
+    assert _run(fd.positional_heads_matter, significant + _masking(30, 6, draws[:18]), ROPE)["status"] == \
+        "undecided"
 
 
 def test_compute_findings_reports_failed_runs_in_the_notes():
