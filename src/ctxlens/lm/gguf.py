@@ -70,6 +70,7 @@ def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
     target = cache_dir(sha256)
     if is_converted(target):
         return target
+    check_header(path, spec)  # before transformers' reader sees the file
     if target.exists():
         raise CtxlensError(f"The GGUF cache directory '{target}' exists but is incomplete; delete it and load "
                            f"'{spec}' again.")
@@ -205,3 +206,114 @@ def _header_value(path: Path, key: str):
     except (OSError, EOFError, ValueError, struct.error):
         return None
     return None
+
+
+# ------------------------------------------------------------------ a bounded walk of the header
+TEMPLATE_KEY = "tokenizer.chat_template"
+TEMPLATE_CAP = 1 << 20  # bytes: real chat templates are a few KiB
+MAX_DIMS = 8  # GGML tensors have at most 4 dimensions
+MAX_NESTING = 3  # arrays of arrays of ...
+
+
+class _Header:
+    """A reader over GGUF ``path`` that refuses any count or length the file's size cannot hold."""
+
+    def __init__(self, f, size: int):
+        self.f, self.size = f, size
+
+    def left(self) -> int:
+        return self.size - self.f.tell()
+
+    def read(self, fmt: str):
+        import struct
+
+        n = struct.calcsize(fmt)
+        data = self.f.read(n)
+        if len(data) != n:
+            raise _Bad(f"it ends inside its header, at byte {self.f.tell()} of {self.size}")
+        return struct.unpack(fmt, data)[0]
+
+    def count(self, what: str, least_bytes: int) -> int:
+        """A u64 count of items each at least ``least_bytes`` long, checked against the bytes left."""
+        n = self.read("<Q")
+        if n * least_bytes > self.left():
+            raise _Bad(f"it claims {n} {what}, more than its {self.size} bytes can hold")
+        return n
+
+    def string(self, what: str, cap: int | None = None) -> int:
+        """Skip one string, returning its length (checked against the bytes left and ``cap``)."""
+        n = self.read("<Q")
+        if n > self.left():
+            raise _Bad(f"a {what} claims {n} bytes, more than the {self.left()} left in the file")
+        if cap is not None and n > cap:
+            raise _Bad(f"its {what} is {n} bytes, over the {cap}-byte limit")
+        self.f.seek(n, 1)
+        return n
+
+    def key(self) -> str:
+        n = self.read("<Q")
+        if n > min(self.left(), 1 << 16):
+            raise _Bad(f"a metadata key claims {n} bytes")
+        return self.f.read(n).decode("utf-8", "replace")
+
+    def value(self, kind: int, name: str, depth: int = 0) -> None:
+        import struct
+
+        if kind in _SCALARS:
+            self.read(_SCALARS[kind])
+        elif kind == 8:
+            self.string(f"value of '{name}'", TEMPLATE_CAP if name.startswith(TEMPLATE_KEY) else None)
+        elif kind == 9:
+            if depth >= MAX_NESTING:
+                raise _Bad(f"'{name}' nests arrays more than {MAX_NESTING} deep")
+            item = self.read("<I")
+            least = struct.calcsize(_SCALARS[item]) if item in _SCALARS else 8 if item == 8 else 12
+            n = self.count(f"items in '{name}'", least)
+            if item in _SCALARS:
+                self.f.seek(n * least, 1)
+            else:
+                for _ in range(n):
+                    self.value(item, name, depth + 1)
+        else:
+            raise _Bad(f"'{name}' has value type {kind}, which GGUF does not define")
+
+
+class _Bad(Exception):
+    pass
+
+
+def check_header(path: Path, spec: str) -> None:
+    """Walk the whole header of GGUF ``path`` (version, metadata, tensor infos) with every count and
+    length bounded by the file's size, and the chat template by ``TEMPLATE_CAP``, before any parser
+    that trusts them reads the file: a truncated or hostile file gets one sentence, not a hang, an
+    abort or a misleading error from a later reader."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            h = _Header(f, size)
+            if f.read(4) != MAGIC:
+                raise _Bad("it does not start with the bytes 'GGUF'")
+            version = h.read("<I")
+            if version not in (2, 3):
+                raise _Bad(f"its version is {version}; ctxlens reads GGUF versions 2 and 3")
+            n_tensors = h.read("<Q")
+            n_kv = h.count("metadata entries", 13)  # key length (8) + at least 1 byte + type (4)
+            if n_tensors * 25 > size:  # name length (8) + 1 byte + dims count (4) + type (4) + offset (8)
+                raise _Bad(f"it claims {n_tensors} tensors, more than its {size} bytes can hold")
+            for _ in range(n_kv):
+                name = h.key()
+                h.value(h.read("<I"), name)
+            for _ in range(n_tensors):
+                h.string("tensor name", 1 << 16)
+                dims = h.read("<I")
+                if dims > MAX_DIMS:
+                    raise _Bad(f"a tensor claims {dims} dimensions")
+                f.seek(8 * dims + 4 + 8, 1)
+            if f.tell() > size:
+                raise _Bad(f"its tensor table runs past the end of the file ({size} bytes)")
+    except _Bad as err:
+        raise CtxlensError(f"'{spec}' is not a GGUF file ctxlens can read: {err}; check the file (a download "
+                           "cut short, or not a model) and point --model at a complete .gguf file.") from None
+    except OSError as err:
+        raise CtxlensError(f"Cannot read the GGUF file '{spec}' ({err.strerror}); check the path and its "
+                           "permissions.") from None
