@@ -153,3 +153,28 @@ def frame(runs: list[Run]):
 def load(paths: str | os.PathLike | Iterable[str | os.PathLike]):
     """Committed rows of one or more run directories (or folders of them) as a pandas DataFrame."""
     return frame(read_runs(paths))
+
+
+def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
+    """{model spec: {part: why it has no rows}} from the ``profile.json`` of the profiles the
+    ``runs`` belong to (``DIR/<model>/<part>``: two levels up): the parts the model cannot do
+    (``skipped``) and those the budget left out (``left_out``), in the record's words. An
+    unreadable or foreign record says nothing (the card then says only that rows are missing)."""
+    out: dict[str, dict[str, str]] = {}
+    for root in dict.fromkeys(run.path.parent.parent for run in runs):
+        record_file = root / "profile.json"
+        try:
+            record = yaml_safe.load_json(record_file.read_bytes(), str(record_file)) if record_file.is_file() else None
+        except (OSError, CtxlensError):
+            continue
+        models = record.get("models") if isinstance(record, dict) else None
+        for spec, state in (models.items() if isinstance(models, dict) else ()):
+            if not isinstance(state, dict):
+                continue
+            gaps = out.setdefault(str(spec), {})
+            for key, say in (("skipped", "not run: {}"), ("left_out", "left out by the budget ({}); a larger "
+                                                                         "--budget buys it")):
+                why = state.get(key)
+                if isinstance(why, dict):
+                    gaps.update({str(part): say.format(text_safe(str(reason))[:200]) for part, reason in why.items()})
+    return out

@@ -79,6 +79,7 @@ class CardLine:
     order: float
     compute: Callable[[Context], Line]
     applies: Callable[[dict], str | None] | None = None  # None, or a rule (None = applies, else why not)
+    reads: tuple[str, ...] = ()  # the experiments (profile parts) whose rows it reads
 
 
 def _discover() -> None:
@@ -93,10 +94,11 @@ LINES: Registry[CardLine] = Registry("card line", load=_discover)
 
 
 def card_line(key: str, question: str, paper: str, expected: str, order: float,
-              applies: Callable[[dict], str | None] | None = None) -> Callable[[Callable[[Context], Line]], Callable]:
+              applies: Callable[[dict], str | None] | None = None, reads: tuple[str, ...] = ()
+              ) -> Callable[[Callable[[Context], Line]], Callable]:
     """Register ``compute(ctx) -> Line`` as the card's line ``key`` (see ``CardLine``)."""
     def register(compute: Callable[[Context], Line]) -> Callable[[Context], Line]:
-        LINES.add(key, CardLine(key, question, paper, expected, order, compute, applies))
+        LINES.add(key, CardLine(key, question, paper, expected, order, compute, applies, reads))
         return compute
     return register
 
@@ -117,8 +119,11 @@ def absent(key: str, model: str, why: str) -> Line:
     return Line(key, model, None, why, "", "")
 
 
-def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, threshold: float = THRESHOLD) -> list[Line]:
-    """Every line of one model's column, in card order."""
+def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, threshold: float = THRESHOLD,
+                gaps: dict[str, str] | None = None) -> list[Line]:
+    """Every line of one model's column, in card order; ``gaps`` ({part: why}, from the profile's
+    record) says why a line that reads a part has no rows: the model cannot run it, or the budget
+    left it out."""
     specs = ordered()
     if L is None:
         return [absent(c.key, model, "not measured: the model's training length is not recorded") for c in specs]
@@ -126,16 +131,22 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     out = []
     for c in specs:
         why = c.applies(info) if c.applies is not None and info is not None else None
-        out.append(absent(c.key, model, f"not applicable: {why}") if why else c.compute(ctx))
+        line = absent(c.key, model, f"not applicable: {why}") if why else c.compute(ctx)
+        gap = {p: why for p, why in (gaps or {}).items() if p in c.reads and not ctx.of(p)}
+        if line.value is None and not line.verdict and gap:
+            line = absent(c.key, model, "not measured: " + "; ".join(f"the {p} part {why}" for p, why in gap.items()))
+        out.append(line)
     return out
 
 
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
-                 threshold: float = THRESHOLD) -> dict[str, list[Line]]:
+                 threshold: float = THRESHOLD, gaps: dict[str, dict[str, str]] | None = None
+                 ) -> dict[str, list[Line]]:
     """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at
-    ``lengths[model]`` (its L)."""
+    ``lengths[model]`` (its L); ``gaps``: {model: {part: why it has no rows}} (``model_lines``)."""
     grouped = Rows(rows)
-    return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold) for m in infos}
+    return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold, (gaps or {}).get(m))
+            for m in infos}
 
 
 CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs-layers", "accs-boundary",
@@ -148,6 +159,7 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
     recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows
     record, else not known)."""
     from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, train_length_of
+    from ctxlens.results import profile_gaps
 
     runs = list(runs)
     rows = [r for run in runs for r in run.rows]
@@ -160,4 +172,4 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
         stated = {int(r["train_length"]) for r in rows if r.get("model") == m and r.get("train_length")}
         lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
-    return compute_card(rows, infos, lengths, threshold)
+    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs))

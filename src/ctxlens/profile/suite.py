@@ -4,16 +4,21 @@ sample counts grow with one size knob.
 Every part keeps its paper's structure and relates its lengths to the profile's length ``L``
 (the model's training length, or less when the budget caps it; ``ctxlens.profile.budget``):
 
-- retrieval: a single needle at depths x lengths L/8 .. L and beyond (1.5L, 2L), in RULER's wording on
-  its fact-free haystack (``niah_single_1``: the repeated noise sentences), and the core RULER tasks
-  at L/4 .. L (the long-sequence paper, Section 4, Tables 1-3);
-- loss with l visible tokens, l = 4 .. L, fitted with C0 + C / l^gamma, and the intrinsic entropy
-  and dimension of the final features (the intrinsic-entropy paper, Sections 2.2, 4);
-- suffix perplexity given up to 2L of context, ACCS by layer at L/2, L, 2L and by perturbation
-  boundary at L (the geometry paper, Sections 4-5);
-- for RoPE models: pair contributions, dominant dimension vs distance, positional heads and
-  masking the top 5% / 10% of them against at least five random draws (the rope-distance paper,
-  Section 4).
+- retrieval: a single needle at the long-sequence paper's depth grid (0, 20, 40, 50, 60, 80, 100) x
+  lengths L/2, L, 2L, in RULER's wording on its fact-free haystack (``niah_single_1``: the repeated
+  noise sentences), each haystack the same at every depth and length (paired), and RULER's 13 tasks
+  at L/4 .. L (the long-sequence paper, Section 4, Tables 1-3; RULER, Table 3);
+- loss with l visible tokens, l = 4 .. L, fitted with C0 + C / l^gamma (C0 >= 0, bootstrapped over
+  windows), and the intrinsic entropy and dimension of the final features at six doublings up to
+  L/2 (the intrinsic-entropy paper, Sections 2.2, 4);
+- suffix perplexity given up to 2L of context (paired over sequences), ACCS by layer at L/2, L, 2L
+  and by perturbation boundary at L over at least 12 windows (the geometry paper, Sections 4-5);
+- for RoPE models: pair contributions, dominant dimension vs distance, positional heads (one rho
+  per head and prompt over at least 17 prompts) and masking the top 5% / 10% of them against at
+  least 19 random draws on at least 30 paired passkeys (the rope-distance paper, Section 4).
+
+Each floor is what the card's test on that line needs (``ctxlens.findings.lines``); the card states
+n and the smallest effect n can detect.
 
 ``Size.scale`` in [0, 1] moves every sample count from its floor to its ceiling; ``Size.reduced``
 names parts the budget runs below their statistical floor (intrinsic entropy with fewer samples than
@@ -225,9 +230,10 @@ PARTS: tuple[Part, ...] = (
     Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=10, factor=2.0),
     Part("dominant-dimension", "dominant-dimension", "dominant RoPE dimension vs distance", _dominant, drop_order=7,
          factor=2.5),
-    Part("positional-heads", "positional-heads", "positional heads (Bonferroni over heads)", _heads, drop_order=6,
+    Part("positional-heads", "positional-heads", "positional heads (per-prompt rho over >= 17 prompts)", _heads,
+         drop_order=6,
          factor=2.5),
-    Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs random draws", _masking,
+    Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs >= 19 random draws", _masking,
          drop_order=9, factor=1.3, generates=True),
     Part("intrinsic-entropy", "intrinsic-entropy", "intrinsic entropy and dimension of the final features", _entropy,
          drop_order=8, reducible=True, notes=_entropy_notes),

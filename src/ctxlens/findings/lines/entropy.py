@@ -144,7 +144,8 @@ def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") 
 
 # ------------------------------------------------------------------------------- the line
 @card_line("ce_entropy", "CE vs intrinsic entropy", PAPERS["001"] + ", Section 2.2.1-2.2.2, Eq. 2, Figure 1",
-           f"S_n rises with l and CE = -k S_n + const: r(CE, S_n) < 0 ({SCOPE})", order=11)
+           f"S_n rises with l and CE = -k S_n + const: r(CE, S_n) < 0 ({SCOPE})",
+           order=11, reads=("intrinsic-entropy",))
 def _ce_entropy(ctx: Context) -> Line:
     return ce_entropy(ctx.of("intrinsic-entropy"), ctx.model)
 

@@ -28,13 +28,14 @@ RERUN = f"re-run the part with >= {MIN_WINDOWS} windows"
 
 
 @card_line("accs_depth", "ACCS depth trend", PAPERS["000"] + ", Section 4, Figure 1",
-           "Spearman(layer, ACCS) < 0: ACCS falls with depth", order=7)
+           "Spearman(layer, ACCS) < 0: ACCS falls with depth", order=7, reads=("accs-layers",))
 def _accs_depth(ctx: Context) -> Line:
     return accs_depth(ctx.of("accs-layers"), ctx.model, ctx.L, layer_types(ctx.of("positional-heads")))
 
 
 @card_line("accs_plateau", "distant-perturbation plateau ratio (at L)", PAPERS["000"] + ", Section 5.2, Table 4",
-           f"< {PLATEAU_THRESHOLD} for recurrent and ALiBi models, >= {PLATEAU_THRESHOLD} for hybrids", order=8)
+           f"< {PLATEAU_THRESHOLD} for recurrent and ALiBi models, >= {PLATEAU_THRESHOLD} for hybrids",
+           order=8, reads=("accs-boundary",))
 def _accs_plateau(ctx: Context) -> Line:
     return accs_plateau(ctx.of("accs-boundary"), ctx.model, ctx.L, ctx.info or {})
 

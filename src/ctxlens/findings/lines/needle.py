@@ -47,20 +47,20 @@ def _train_length(info: dict | None) -> int | None:
 
 @card_line("effective_length", "RULER effective length", "RULER (Table 3); " + PAPERS["002"],
            "the largest length whose mean score over the 13 tasks exceeds 85.6; RULER finds it below the "
-           "claimed length for most models", order=1)
+           "claimed length for most models", order=1, reads=("ruler",))
 def _effective(ctx: Context) -> Line:
     return effective(ctx.of("ruler"), ctx.model, _claimed(ctx.info), ctx.threshold)
 
 
 @card_line("retrieval_2l", "needle retrieval at L vs 2L", PAPERS["002"] + ", Tables 2-3",
            "lower at 2L than at L when L is the training length (paired over haystacks)", order=2,
-           applies=reaches(2))
+           applies=reaches(2), reads=("niah-depth",))
 def _retrieval_2l(ctx: Context) -> Line:
     return retrieval_2l(ctx.of("niah-depth"), ctx.model, ctx.L, _train_length(ctx.info))
 
 
 @card_line("middle_dip", "lost in the middle (at L)", PAPERS["002"] + ", Table 2",
-           "depths 0 and 100 each above depth 50 (paired over haystacks)", order=3)
+           "depths 0 and 100 each above depth 50 (paired over haystacks)", order=3, reads=("niah-depth",))
 def _middle_dip(ctx: Context) -> Line:
     return middle_dip(ctx.of("niah-depth"), ctx.model, ctx.L)
 
