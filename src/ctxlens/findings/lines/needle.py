@@ -182,6 +182,12 @@ def _grid_note(got: dict) -> str:
     return f"; the rows hold depths {have}, not the paper's {', '.join(f'{d:g}' for d in DEPTH_GRID)}: read as is"
 
 
+def _detects(what: str, mde: float | None, n: int) -> str:
+    """The power clause: the smallest detectable effect, or that n haystacks cannot detect any."""
+    return f"detects a {what} >= {_n(mde)}" if mde is not None else \
+        f"{n} haystacks cannot detect even a {what} of 1 (5% level, 80% power)"
+
+
 def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Line:
     """Needle accuracy at L and 2L per haystack (``long_sequence.length_test``): the paper expects a
     drop only from the training length T to 2T, so the verdict tests it only when L >= T; when 2L
@@ -192,7 +198,7 @@ def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Lin
     n, m, ci = got["n"], got["mde"], got["interval"]
     text = f"{got['at_L']:.2f} at {L} vs {got['at_2L']:.2f} at {2 * L} (mean over depths per haystack)"
     unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, 95% CI {ci[0]:+.2f} to {ci[1]:+.2f} (bootstrap over "
-           f"haystacks); paired p = {got['p']:.3g}; detects a drop >= {_n(m)}"
+           f"haystacks); paired p = {got['p']:.3g}; {_detects('drop', m, n)}"
            + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})"))
     if train is None:
         verdict = "not a test of the paper: the model's training length is not recorded"
@@ -226,7 +232,7 @@ def middle_dip(rows: list[dict], model: str, L: int) -> Line:
             f"{e['end']:.2f} at {L}")
     unc = (f"n = {n} haystacks; start - middle {s['diff']:+.2f} (95% CI {s['interval'][0]:+.2f} to "
            f"{s['interval'][1]:+.2f}, McNemar p = {s['p']:.3g}); end - middle {e['diff']:+.2f} (95% CI "
-           f"{e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); detects a dip >= {_n(m)}"
+           f"{e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); {_detects('dip', m, n)}"
            + ("" if m is not None and m <= MIN_DIP else f" (underpowered for the paper's {MIN_DIP:g})")
            + _grid_note(got))
     if not got["retrieved"]:
