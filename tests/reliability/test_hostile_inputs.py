@@ -288,24 +288,24 @@ def test_deep_nesting_never_tracebacks(tmp_path, capsys, argv):
     assert "Traceback" not in err and "RecursionError" not in err
 
 
-def test_deep_tokenizer_json_is_one_sentence(tmp_path, capsys):
+def _export_with_tokenizer_json(tmp_path, text: str) -> int:
+    """``tasks export`` with a tokenizer folder whose ``tokenizer.json`` is ``text``."""
     folder = tmp_path / "tok"
     folder.mkdir()
-    (folder / "tokenizer.json").write_text(DEEP)
+    (folder / "tokenizer.json").write_text(text)
     (folder / "tokenizer_config.json").write_text("{}")
-    assert main(["tasks", "export", "niah_single_1", "--tokenizer", str(folder), "--lengths", "256", "--n", "1",
-                 "--out", str(tmp_path / "o"), "--no-cache"]) == 2
+    return main(["tasks", "export", "niah_single_1", "--tokenizer", str(folder), "--lengths", "256", "--n", "1",
+                 "--out", str(tmp_path / "o"), "--no-cache"])
+
+
+def test_deep_tokenizer_json_is_one_sentence(tmp_path, capsys):
+    assert _export_with_tokenizer_json(tmp_path, DEEP) == 2
     assert "tokenizer.json" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("shape", ['{"model": 1}', "[1, 2]", '{"model": {"type": "BPE"}, "added_tokens": 3}'])
 def test_a_tokenizer_json_of_the_wrong_shape_is_one_sentence(tmp_path, capsys, shape):
-    folder = tmp_path / "tok"
-    folder.mkdir()
-    (folder / "tokenizer.json").write_text(shape)
-    (folder / "tokenizer_config.json").write_text("{}")
-    assert main(["tasks", "export", "niah_single_1", "--tokenizer", str(folder), "--lengths", "256", "--n", "1",
-                 "--out", str(tmp_path / "o"), "--no-cache"]) == 2
+    assert _export_with_tokenizer_json(tmp_path, shape) == 2
     err = capsys.readouterr().err
     assert err.startswith("ctxlens: error:") and "tokenizer.json" in err
 

@@ -148,6 +148,10 @@ def _shows(ok: bool | None) -> str:
     return "shows it too" if ok else "undecided" if ok is None else "does not show it"
 
 
-def _num(x, digits: int = 3) -> str:
+def number(x, digits: int = 3) -> str:
+    """``x`` in ``digits`` significant figures; "-" for None (every finding and card line prints this way)."""
     return "-" if x is None else f"{x:.{digits}g}"
+
+
+_num = number
 

@@ -68,13 +68,6 @@ def lengths(size: Size, info: ModelInfo, fractions, floor: int = 1) -> list[int]
     return sorted(n for n in out if n >= floor and info.allows(n, size.extrapolate))
 
 
-def spread(count: int, low: float = 0.0, high: float = 100.0) -> list[float]:
-    """``count`` evenly spaced values from ``low`` to ``high`` (both ends included)."""
-    if count <= 1:
-        return [low]
-    return [round(low + i * (high - low) / (count - 1), 1) for i in range(count)]
-
-
 def powers(start: int, top: int) -> list[int]:
     """start, 2 start, 4 start, ... below ``top``, then ``top``."""
     out, n = [], start

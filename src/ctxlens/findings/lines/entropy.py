@@ -28,6 +28,7 @@ import numpy as np
 from ctxlens.core.stats import normal_quantile, randomization_p
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.verdicts import PAPERS
+from ctxlens.findings.verdicts import number as _n
 
 MIN_LENGTHS = 6  # a slope or a correlation over fewer lengths has too few degrees of freedom to say much
 ALPHA = 0.05  # one-sided: the paper states the direction of both effects
@@ -148,10 +149,6 @@ def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") 
            order=11, reads=("intrinsic-entropy",))
 def _ce_entropy(ctx: Context) -> Line:
     return ce_entropy(ctx.of("intrinsic-entropy"), ctx.model)
-
-
-def _n(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
 
 
 def ce_entropy(rows: list[dict], model: str) -> Line:

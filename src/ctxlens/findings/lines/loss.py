@@ -24,14 +24,11 @@ from ctxlens.core.stats import normal_quantile, one_sample_t, t_quantile
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.models import train_length_of
 from ctxlens.findings.verdicts import PAPERS
+from ctxlens.findings.verdicts import number as _n
 
 USABLE_GAIN = 0.01  # nats per doubling of the context: the smallest gain the card calls a use of context
 MIN_ITEMS = 3  # a paired t interval needs at least 3 items (2 degrees of freedom)
 _t95 = functools.lru_cache(maxsize=None)(t_quantile)  # the two-sided 5% t value by degrees of freedom (a bisection)
-
-
-def _n(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
 
 
 # ------------------------------------------------------------------------------- the paired test

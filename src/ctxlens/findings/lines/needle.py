@@ -17,6 +17,7 @@ from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.long_sequence import ALPHA, DEPTH_GRID, ENDS, MIDDLE, MIN_DIP, MIN_DROP, length_test, middle_test
 from ctxlens.findings.models import reaches
 from ctxlens.findings.verdicts import PAPERS
+from ctxlens.findings.verdicts import number as _n
 
 # RULER's 13 tasks (ctxlens.tasks.RULER_TASKS; findings read rows only, so the names are listed here and a
 # test keeps them equal)
@@ -24,10 +25,6 @@ RULER_13 = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1"
             "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2")
 MIN_GAP = 10.0  # ctxlens's stated minimal effect for RULER: a task-set score 10 points from the threshold
 N_BOOT = 2000
-
-
-def _n(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None else f"{x:.{digits}g}"
 
 
 def _claimed(info: dict | None) -> int | None:
