@@ -6,6 +6,7 @@
     ctxlens report RUN_DIR [RUN_DIR ...] --out report.html [--findings findings.json]
     ctxlens profile MODEL [MODEL ...] [--budget MINUTES] [--length L] [--out DIR] [--device ...]
     ctxlens card RUN_DIR|PROFILE_DIR [...]
+    ctxlens archive RUN_DIR|PROFILE_DIR [...] [--unpack]
     ctxlens tasks list | export [TASK ...] --tokenizer SPEC --lengths 4096 --n 100 --out DIR [--NAME VALUE ...]
 
 Experiment options are the fields of the experiment's ``Config`` (``--lengths 128,256``);
@@ -75,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     cd = sub.add_parser("card", help="print the context-use card of one or more runs (or a profile's directory)")
     cd.add_argument("runs", nargs="+", help="run directories, folders of them, or a `ctxlens profile` --out directory")
     cd.add_argument("--threshold", type=float, help="RULER's effective-length threshold (default 85.6)")
+    ar = sub.add_parser("archive", help="gzip the rows of finished runs in place (results.jsonl -> results.jsonl.gz; "
+                        "every reader reads both), or --unpack them")
+    ar.add_argument("runs", nargs="+", help="run directories, folders of them, or a `ctxlens profile` --out directory")
+    ar.add_argument("--unpack", action="store_true", help="restore the plain results.jsonl (to resume the run)")
     d = sub.add_parser("demo", help="every experiment on the trained zoo, the papers' findings, one report")
     d.add_argument("--out", default="ctxlens-demo", help="directory for the runs, findings.json and report.html")
     d.add_argument("--quick", action="store_true", help="a smaller suite (under two minutes) on at most two models")
@@ -370,6 +375,22 @@ def _cmd_card(args) -> int:
     return 0
 
 
+def _cmd_archive(args) -> int:
+    from ctxlens.results import run_dirs
+    from ctxlens.runner.archive import archive_run
+
+    before = after = 0
+    for directory in run_dirs(args.runs):
+        for moved in archive_run(directory, unpack=args.unpack):
+            before, after = before + moved.plain_bytes, after + moved.archived_bytes
+            done = ("unpacked" if args.unpack else "archived") if moved.changed else "already " + (
+                "plain" if args.unpack else "archived")
+            packed = f", {moved.archived_bytes:,} gzip-compressed" if moved.archived_bytes else ""
+            print(f"{done}: {moved.path} ({moved.plain_bytes:,} bytes{packed})")
+    print(f"rows: {before:,} bytes plain, {after:,} gzip-compressed")
+    return 0
+
+
 def _cmd_profile(args) -> int:
     from ctxlens.profile import profile
     from ctxlens.report import build_report
@@ -431,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_profile(args)
         if args.command == "card":
             return _cmd_card(args)
+        if args.command == "archive":
+            return _cmd_archive(args)
         if args.command == "demo":
             from ctxlens.demo import demo
 

@@ -10,7 +10,8 @@ Only committed rows are read (``ctxlens.runner.store.read_rows``): a unit still 
 or cut off by a crash, is left out, and nothing in the directory is modified, so this is safe
 next to a live run. Every row keeps the columns the experiment wrote (``model``,
 ``experiment``, coordinates, metrics); ``run_dir`` says which directory it came from.
-Non-finite numbers were stored as ``null`` and read back as missing values.
+Non-finite numbers were stored as ``null`` and read back as missing values. An archived run's
+rows (``results.jsonl.gz``, written by ``ctxlens archive``) are read the same way.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
-from ctxlens.runner.store import read_rows
+from ctxlens.runner.store import read_results, read_rows, results_files
 
 RUN_COLUMN = "run_dir"
 
@@ -115,7 +116,8 @@ def _read_env(path: Path, problems: list[str]) -> dict | None:
 
 
 def _line_count(path: Path) -> int:
-    return sum(1 for line in files.read_bytes(path).splitlines() if line.strip())
+    """Non-blank lines of the results file ``path`` (plain or archived, ``read_results``)."""
+    return sum(1 for line in read_results(path)[0].splitlines() if line.strip())
 
 
 def read_run(path: str | os.PathLike) -> Run:
@@ -123,7 +125,7 @@ def read_run(path: str | os.PathLike) -> Run:
     path = Path(path)
     problems: list[str] = []
     rows = _named_rows(text_safe(read_rows(path)), problems)
-    written = sum(_line_count(f) for f in path.glob("results*.jsonl"))
+    written = sum(_line_count(f) for f in results_files(path))
     return Run(path, rows, _read_config(path, problems), _read_env(path, problems),
                uncommitted=max(0, written - len(rows)), problems=problems)
 

@@ -25,6 +25,14 @@ rule without touching any file, for report readers that may run next to a live r
 Several ranks may share a directory, each writing its own pair of files
 (``results.rank{R}.jsonl`` / ``units.rank{R}.jsonl``); each pair is one writer's log.
 
+An archived run (``ctxlens archive``, ``ctxlens.runner.archive``) keeps a results file gzip-compressed
+as ``results.jsonl.gz`` (``results.rank{R}.jsonl.gz``) beside its plain commit log. Every reader
+here reads either form (the plain file when both are there) under the same commit rule; a cut-off
+or corrupt ``.gz``, or one that decompresses to more than ``MAX_ARCHIVED_BYTES``, is one sentence.
+A writer never appends to an archived run: ``RunStore`` refuses a directory holding the ``.gz``
+form of its results file (the log's offsets would point into a file that is not there) and says
+how to unpack it; a finished archived run is still read, and ``ctxlens run`` on it writes nothing.
+
 What a store refuses, before changing any byte (one sentence each):
 
 - a second writer of the same log pair while the first lives (``runner.lock``);
@@ -39,10 +47,13 @@ What a store refuses, before changing any byte (one sentence each):
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import os
 import re
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -126,10 +137,57 @@ def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[dict]:
     return rows
 
 
+ARCHIVE_SUFFIX = ".gz"
+MAX_ARCHIVED_BYTES = 1 << 30  # decompressed bytes one archived results file may hold (1 GiB, ~100x today's largest)
+_CHUNK = 1 << 22
+
+
+def archived(path: Path) -> Path:
+    """The archived (gzip) form of the results file ``path``: ``results.jsonl`` -> ``results.jsonl.gz``."""
+    return path.with_name(path.name + ARCHIVE_SUFFIX)
+
+
+def gunzip(path: Path, raw: bytes, limit: int | None = None) -> bytes:
+    """The bytes the gzip data ``raw`` (read from ``path``) holds, at most ``limit`` of them
+    (``MAX_ARCHIVED_BYTES`` when None): decompression stops within one chunk (4 MiB) past the
+    limit, so a decompression bomb costs at most that much memory. Empty, truncated, corrupt or
+    oversized data is one sentence."""
+    limit = MAX_ARCHIVED_BYTES if limit is None else limit
+    chunks, size = [], 0
+    try:
+        if not raw:
+            raise EOFError("the file is empty")
+        with gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") as f:
+            while size <= limit and (chunk := f.read(_CHUNK)):  # GzipFile decompresses no more than asked for
+                chunks.append(chunk)
+                size += len(chunk)
+    except (OSError, EOFError, zlib.error) as err:
+        raise CtxlensError(
+            f"{path} is not a complete gzip file ({' '.join(str(err).split())[:120] or type(err).__name__}), so its "
+            "rows cannot be read and nothing was modified; restore the file from where the run was archived, "
+            "or run the experiment again in a new --out directory."
+        ) from None
+    if size > limit:
+        raise CtxlensError(
+            f"{path} decompresses to more than {limit:,} bytes, more than ctxlens reads from one archived results "
+            "file, so nothing was read; if it is a genuine run's rows, unpack it with `gzip -dk` and remove the .gz."
+        )
+    return b"".join(chunks)
+
+
+def read_results(path: Path) -> tuple[bytes, Path]:
+    """The bytes of the results file ``path`` and the file they came from: ``path`` itself when
+    it is there, else its archived form decompressed (``gunzip``); (b"", path) when neither is."""
+    gz = archived(path)
+    if os.path.lexists(path) or not os.path.lexists(gz):
+        return files.read_bytes(path), path
+    return gunzip(gz, files.read_bytes(gz)), gz
+
+
 def _read_committed(results: Path, units: Path) -> list[dict]:
-    data = files.read_bytes(results)
+    data, source = read_results(results)
     entries, _ = _committed_units(files.read_bytes(units), len(data))
-    return _committed_rows(results, data, entries)
+    return _committed_rows(source, data, entries)
 
 
 def log_names(rank: int | None) -> tuple[str, str]:
@@ -164,7 +222,7 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
     """Keys of the units committed by any writer of a run directory (read-only)."""
     done = set()
     for results, units in _logs(Path(directory)):
-        size = results.stat().st_size if results.exists() else 0
+        size = results.stat().st_size if results.exists() else len(read_results(results)[0])
         done |= {entry["unit"] for entry in _committed_units(files.read_bytes(units), size)[0]}
     return done
 
@@ -182,9 +240,20 @@ def read_config(directory: str | os.PathLike) -> dict | None:
     return config
 
 
-_OURS = re.compile(r"(config\.yaml|env\.json|(results|units)(\.rank\d+)?\.jsonl|\.ctxlens-lock(\.rank\d+)?"
-                   r"|\..+\.\d+\.tmp)")
-_RUN_FILES = re.compile(r"(config\.yaml|(results|units)(\.rank\d+)?\.jsonl|env\.json)")
+_OURS = re.compile(r"(config\.yaml|env\.json|(results|units)(\.rank\d+)?\.jsonl|results(\.rank\d+)?\.jsonl\.gz"
+                   r"|\.ctxlens-lock(\.rank\d+)?|\..+\.\d+\.tmp)")
+_RUN_FILES = re.compile(r"(config\.yaml|(results|units)(\.rank\d+)?\.jsonl|results(\.rank\d+)?\.jsonl\.gz"
+                        r"|env\.json)")
+_RESULTS = re.compile(r"results(\.rank\d+)?\.jsonl(\.gz)?")
+
+
+def results_files(directory: str | os.PathLike) -> list[Path]:
+    """Every results file of a run directory by its plain name (``read_results`` reads either
+    form), each once: ``results*.jsonl`` and the archived ``results*.jsonl.gz`` without a plain twin."""
+    directory = Path(directory)
+    plain = {p.name for p in directory.glob("results*.jsonl")}
+    plain |= {p.name.removesuffix(ARCHIVE_SUFFIX) for p in directory.glob("results*.jsonl.gz")}
+    return [directory / name for name in sorted(plain)]
 
 
 def check_ours(directory: str | os.PathLike) -> None:
@@ -206,7 +275,7 @@ def check_ours(directory: str | os.PathLike) -> None:
         raise CtxlensError(f"{directory} holds files but is not a ctxlens run directory; pass a new or empty "
                            "--out directory.")
     for name in names:
-        if m := re.fullmatch(r"results(\.rank\d+)?\.jsonl", name):
+        if m := _RESULTS.fullmatch(name):
             units = f"units{m.group(1) or ''}.jsonl"
             if units not in names and (directory / name).stat().st_size > 0:
                 raise CtxlensError(
@@ -246,6 +315,12 @@ class RunStore:
             raise files.user_error(err, self.dir, "create") or err from None
         self.results_path = self.dir / results_name
         self.units_path = self.dir / units_name
+        if os.path.lexists(archived(self.results_path)):
+            raise CtxlensError(
+                f"{self.dir} is an archived run (its rows are in {archived(self.results_path).name}), so ctxlens will "
+                f"not append to it; unpack it with `ctxlens archive --unpack {self.dir}` and run the same command "
+                "again, or use a new --out directory."
+            )
         rank = re.fullmatch(r"results(?:\.rank(\d+))?\.jsonl", results_name)
         self.lock = WriterLock(self.dir, int(rank.group(1)) if rank and rank.group(1) else None)
         self.repairs: list[str] = []
