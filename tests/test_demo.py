@@ -36,13 +36,6 @@ def test_suites_cover_every_experiment():
     assert all(set(s.controls) <= set(demo.ZOO_NAMES) for s in suite)
 
 
-def test_demo_length_is_the_zoo_training_length():
-    from ctxlens.experiments.base import ZOO_LENGTH
-    from ctxlens.zoo.specs import RECIPE
-
-    assert demo.TRAIN_LENGTH == ZOO_LENGTH == RECIPE.seq_len
-
-
 def test_quick_demo_writes_rows_findings_and_report(tmp_path, monkeypatch, capsys):
     trained, missing = demo.trained_zoo()
     if not trained:  # no checkpoint shipped: random weights stand in for zoo:rope

@@ -1,7 +1,10 @@
 """One generic registry (``ctxlens.core.registry``) behind every table of named things, and the
-experiment declarations read from it: ``ctxlens run EXPERIMENT --help`` and ``ctxlens experiments``."""
+experiment declarations read from it: ``ctxlens run EXPERIMENT --help`` and ``ctxlens experiments``.
+The experiment and task registries discover their modules: each module of the package (but its
+declared helpers) must register, which the tests check on the package and on planted modules."""
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
@@ -9,7 +12,7 @@ import pytest
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import option
-from ctxlens.core.registry import Registry
+from ctxlens.core.registry import Registry, discover
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke
 from ctxlens.experiments.catalog import options_help
 
@@ -135,14 +138,113 @@ def test_a_declaration_that_cannot_be_read_is_refused_at_registration(change, me
     assert "toy-refused" not in EXPERIMENTS
 
 
-def test_an_experiment_is_what_registers_not_a_file_name():
-    """Every module of ``ctxlens.experiments`` is imported; those that register are the experiments."""
-    import pkgutil
+# ------------------------------------------------------------------------------- discovery
+def _origins(table: Registry, origin) -> Counter:
+    return Counter(origin(entry) for _, entry in table.items())
 
-    import ctxlens.experiments as package
-    from ctxlens.experiments.registry import experiments
 
-    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
-    declared = experiments()
-    assert {e.run.__module__.rsplit(".", 1)[1] for e in declared.values()} <= modules
-    assert len(declared) == 23 and {"base", "registry", "catalog"} <= modules  # helpers register nothing
+def test_every_experiment_module_declares_exactly_one_experiment():
+    """The experiments are what the modules of ``ctxlens.experiments`` declare: one each, no count by hand."""
+    from ctxlens.experiments.registry import EXPERIMENTS, HELPERS
+
+    modules = discover("ctxlens.experiments", HELPERS)
+    by_module = _origins(EXPERIMENTS, lambda e: e.run.__module__)
+    assert modules and all(by_module[m] == 1 for m in modules)
+    builtin = [name for name, e in EXPERIMENTS.items() if e.run.__module__.startswith("ctxlens.")]
+    assert len(builtin) == len(modules)  # and every built-in experiment comes from one of them
+    assert not set(HELPERS) & {m.rsplit(".", 1)[1] for m in by_module}  # helpers declare none
+
+
+def test_every_task_module_registers_its_tasks():
+    from ctxlens.tasks import HELPERS, RULER_TASKS, tasks
+    from ctxlens.tasks.base import TASKS
+
+    modules = discover("ctxlens.tasks", HELPERS)
+    by_module = _origins(TASKS, lambda t: t.build.__module__)
+    assert modules and all(by_module[m] >= 1 for m in modules)
+    assert {t.build.__module__ for t in tasks().values()} == set(modules)
+    assert set(RULER_TASKS) <= set(tasks())  # the paper's 13 are all registered
+
+
+SCRATCH = "scratch_unregistered"
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """Plant modules in a package as a contributor would add them: ``plant(package, text)``;
+    the package's path and the registries are restored afterwards."""
+    import importlib
+    import sys
+
+    def plant(package: str, text: str, table: Registry) -> None:
+        module = importlib.import_module(package)
+        folder = tmp_path / package.replace(".", "_")
+        folder.mkdir()
+        (folder / f"{SCRATCH}.py").write_text(text)
+        monkeypatch.setattr(module, "__path__", [*module.__path__, str(folder)])
+        monkeypatch.setattr(table, "_entries", dict(table.as_dict()))  # what the scratch registers goes
+        monkeypatch.delitem(sys.modules, f"{package}.{SCRATCH}", raising=False)
+
+    yield plant
+    for package in ("ctxlens.experiments", "ctxlens.tasks"):
+        sys.modules.pop(f"{package}.{SCRATCH}", None)
+
+
+def test_an_experiment_module_that_registers_nothing_is_named(scratch):
+    from ctxlens.experiments.registry import EXPERIMENTS, load_builtin
+
+    scratch("ctxlens.experiments", '"""A new experiment whose author forgot register()."""\n\n'
+            "def run(lm, config, unit, cache):\n    return []\n", EXPERIMENTS)
+    with pytest.raises(CtxlensError) as err:
+        load_builtin()
+    message = str(err.value)
+    assert f"Module ctxlens.experiments.{SCRATCH} registers no experiment" in message and "\n" not in message
+    assert "register(Experiment(...))" in message and "HELPERS" in message
+
+
+def test_an_experiment_module_that_registers_two_is_named(scratch):
+    from ctxlens.experiments.registry import EXPERIMENTS, load_builtin
+
+    scratch("ctxlens.experiments", "from dataclasses import replace\n"
+            "from ctxlens.experiments.registry import get_experiment, register\n\n"
+            "def run(lm, config, unit, cache):\n    return []\n\n"
+            "for name in ('scratch-one', 'scratch-two'):\n"
+            "    register(replace(get_experiment('token-loss'), name=name, run=run))\n", EXPERIMENTS)
+    with pytest.raises(CtxlensError, match=f"Module ctxlens.experiments.{SCRATCH} registers 2 experiments"):
+        load_builtin()
+
+
+def test_a_task_module_that_registers_nothing_is_named(scratch):
+    from ctxlens.tasks import load_builtin
+    from ctxlens.tasks.base import TASKS
+
+    scratch("ctxlens.tasks", "def build(setup):\n    raise NotImplementedError\n", TASKS)
+    with pytest.raises(CtxlensError, match=f"Module ctxlens.tasks.{SCRATCH} registers no task; .*HELPERS"):
+        load_builtin()
+
+
+def test_a_package_registry_loads_its_modules_and_says_again_what_failed(tmp_path, monkeypatch):
+    """``Registry.load_package`` on a scratch package: helpers are skipped, a silent module is
+    named, and a failed load is not taken for a finished one."""
+    import sys
+
+    package = tmp_path / "scratchpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from ctxlens.core.registry import Registry\n"
+                                         "COLOURS = Registry('colour', load=lambda: COLOURS.load_package("
+                                         "'scratchpkg', ('helper',), origin=lambda e: e[0]))\n")
+    (package / "helper.py").write_text("X = 1\n")
+    (package / "green.py").write_text("from scratchpkg import COLOURS\nCOLOURS.add('green', (__name__, 2))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("scratchpkg", "scratchpkg.helper", "scratchpkg.green", "scratchpkg.silent"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    (package / "silent.py").write_text("Y = 2\n")
+    import scratchpkg
+
+    assert discover("scratchpkg", ("helper",)) == ["scratchpkg.green", "scratchpkg.silent"]
+    for _ in range(2):  # the second lookup loads again and says the same
+        with pytest.raises(CtxlensError, match="^Module scratchpkg.silent registers no colour; register one in it.$"):
+            scratchpkg.COLOURS["green"]
+    (package / "silent.py").unlink()  # the contributor removes it (or registers in it): the registry loads
+    assert scratchpkg.COLOURS["green"] == ("scratchpkg.green", 2) and list(scratchpkg.COLOURS) == ["green"]
+    assert "scratchpkg.helper" not in sys.modules  # helpers are not imported

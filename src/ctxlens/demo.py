@@ -1,8 +1,8 @@
 """``ctxlens demo``: every experiment on the trained zoo, the papers' findings checked, one report.
 
-The zoo (``ctxlens.zoo.specs``) is six matched byte-level models trained at a 512-byte context,
-the ctxlens-sized version of the matched models of the geometry paper ("How much do contextualized
-representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
+The zoo (``ctxlens.core.zoo_facts``, ``ctxlens.zoo.specs``) is six matched byte-level models trained
+at a 512-byte context, the ctxlens-sized version of the matched models of the geometry paper ("How much
+do contextualized representations encode long-range context?", Section 3, Table 1). The demo runs a curated suite
 that covers every experiment of the four papers on the zoo models that are trained on this
 machine (each experiment on the models it applies to: the RoPE analyses of the rope-distance paper on
 ``zoo:rope`` only; ``parity-dimension``, ``optimal-context`` and ``parity-table`` train their own small
@@ -38,11 +38,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxlens.experiments.base import ZOO_LENGTH
+from ctxlens.core.zoo_facts import ZOO_NAMES
 
-ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")
 QUICK_NAMES = ("rope", "mamba2")  # the quick suite's models: one attention, one recurrent
-TRAIN_LENGTH = ZOO_LENGTH  # the zoo's training context: 512 bytes
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
+from ctxlens.core.zoo_facts import TRAIN_LENGTH
 
-ZOO_LENGTH = 512  # the zoo's training context in bytes (ctxlens.zoo.specs.RECIPE.seq_len; a test holds them equal)
 RULER_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)  # RULER's evaluation lengths
 
 
@@ -147,9 +147,9 @@ def summary(module_doc: str) -> str:
 
 # ------------------------------------------------------------------------------- demo option groups
 # Shared by several declarations' demo steps; sizes are chosen for time alone (ctxlens.demo).
-T = ZOO_LENGTH  # short name in the demo steps' options
+T = TRAIN_LENGTH  # the zoo's training length, short name in the demo steps' options
 DEMO_GEOMETRY = {"source": "builtin:test", "suffix_len": 32, "batch_size": 8}
 DEMO_TASK = {"batch_size": 8}
-DEMO_ROPE = {"source": "builtin:test", "train_length": ZOO_LENGTH}
+DEMO_ROPE = {"source": "builtin:test", "train_length": TRAIN_LENGTH}
 EXTRAPOLATE = {"allow_extrapolation": True}  # model option: lengths beyond the configured positions
 SMOKE_SEQUENCES = {"source": "random", "n_sequences": 2, "batch_size": 2, "suffix_len": 32}  # memory-growth test

@@ -1,7 +1,9 @@
 """Experiment registry: name -> Experiment declaration, with a suggestion on a typo.
 
-An experiment is a module of ``ctxlens.experiments`` that calls ``register``; the registry
-imports every module of the package once, on first use, and keeps what registered.
+An experiment is a module of ``ctxlens.experiments`` that calls ``register`` once. On first use
+the registry imports every module of the package but ``HELPERS`` (found with ``pkgutil``, none
+listed by hand) and checks that each declared exactly one experiment (the one whose ``run`` it
+defines): a new module that declares none, or two, stops every lookup with one sentence naming it.
 """
 
 from __future__ import annotations
@@ -22,19 +24,18 @@ from ctxlens.experiments.base import (  # noqa: F401  (the declaration's vocabul
     summary,
 )
 
-
-def _load_builtin() -> None:
-    """Import every module of ``ctxlens.experiments``; each experiment module registers itself."""
-    import importlib
-    import pkgutil
-
-    import ctxlens.experiments as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"ctxlens.experiments.{info.name}")
+HELPERS = ("base", "catalog", "registry")  # the modules of ctxlens.experiments that declare no experiment
 
 
-EXPERIMENTS: Registry[Experiment] = Registry("experiment", load=_load_builtin)
+def load_builtin() -> None:
+    """Import every experiment module of ``ctxlens.experiments``; each must register exactly one."""
+    EXPERIMENTS.load_package(
+        "ctxlens.experiments", HELPERS, origin=lambda e: e.run.__module__, most=1,
+        fix="end it with register(Experiment(...)) as the README's 'Adding an experiment' shows, "
+            "or name it in HELPERS of ctxlens.experiments.registry if it is a helper")
+
+
+EXPERIMENTS: Registry[Experiment] = Registry("experiment", load=load_builtin)
 
 
 def register(experiment: Experiment) -> Experiment:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_NAMES
 from ctxlens.findings.geometry import (
     accs_falls_with_depth,
     hybrid_no_plateau,
@@ -48,7 +49,7 @@ from ctxlens.findings.intrinsic_entropy import (
 from ctxlens.findings.long_sequence import lost_in_the_middle, retrieval_collapses
 from ctxlens.findings.models import ZOO_INFO, info_for, keys_of, recorded_infos
 from ctxlens.findings.rope_distance import positional_heads_matter
-from ctxlens.findings.verdicts import CONTROL, TRAIN_LENGTH, ZOO_NAMES, Models, Rows
+from ctxlens.findings.verdicts import CONTROL, Models, Rows
 
 __all__ = [
     "CONTROL",

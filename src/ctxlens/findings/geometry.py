@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ctxlens.core.papers import named
+from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_result, plateau_result
 from ctxlens.findings.models import local_model, recurrent_hybrid, rope_transformer
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _shows, _verdicts, as_models
+from ctxlens.findings.verdicts import Rows, _num, _shows, _verdicts, as_models
 
 
 def _depth_words(t: dict) -> str:
@@ -50,7 +52,7 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
         t = trend(controls.get(name), models.length(name))
         return "not run" if t is None else _shows(_falls(t))
 
-    return _verdicts("ACCS falls with layer depth", f"{PAPERS['000']}, Section 4, Figure 1",
+    return _verdicts("ACCS falls with layer depth", named("geometry", "Section 4, Figure 1"),
                      "95% window-bootstrap interval of spearman(layer, ACCS) below 0, within the training length",
                      rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
 
@@ -86,7 +88,7 @@ def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str
         got = _plateau_check(rows, controls.get(name), want, within(name))
         return "not run" if got is None else _shows(got[1])
 
-    return _verdicts(finding, f"{PAPERS['000']}, Section 5.2, Figure 4, Table 4", expected, rule, models,
+    return _verdicts(finding, named("geometry", "Section 5.2, Figure 4, Table 4"), expected, rule, models,
                      lambda n: _plateau_check(rows, models.get(n), want, within(n)), where, control)
 
 

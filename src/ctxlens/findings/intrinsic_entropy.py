@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ctxlens.core.papers import named
+from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import any_model
-from ctxlens.findings.verdicts import APPLIES, PAPERS, TRAIN_LENGTH, Rows, _num, _row, _verdicts, _word
+from ctxlens.findings.verdicts import APPLIES, Rows, _num, _row, _verdicts, _word
 
 OWN_MODELS = "the small models it trains on sparse parity"
 LINEAR_R = 0.97  # the intrinsic-entropy paper Figure 1: entropy measures correlate with CE at |r| > 0.97
@@ -30,7 +32,7 @@ def optimal_context_grows(rows: Rows, models: dict[str, str], controls: dict[str
     got = [r for (exp, _), rs in rows.by.items() if exp == "optimal-context" for r in rs
            if r.get("best_val_loss") is not None]
     finding, paper = "an optimal context length exists and grows with data", \
-        f"{PAPERS['001']}, Section 3, Figure 4; Appendix F, Figure 12"
+        named("intrinsic-entropy", "Section 3, Figure 4; Appendix F, Figure 12")
     expected = ("optimum strictly inside the length grid for most training-set sizes, and non-decreasing in the "
                 "size, larger at the largest size than at the smallest")
     if not got:
@@ -87,7 +89,7 @@ def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls:
             return f"{shown}; not tested: {t['why']}", None
         return f"{shown}; r 95% CI {_num(t['r_ci'][0])} to {_num(t['r_ci'][1])}", bool(t["rises"] and t["negative"])
 
-    paper = f"{PAPERS['001']}, Section 2.2.2, Eq. 2, Figure 1; Appendix G"
+    paper = named("intrinsic-entropy", "Section 2.2.2, Eq. 2, Figure 1; Appendix G")
     return _verdicts("CE is linear in intrinsic entropy", paper,
                      f"over >= {MIN_LENGTHS} lengths, S_n rises with l and r(CE, S_n) < 0 (bootstrap over windows; "
                      f"{SCOPE})", any_model, models, check, "intrinsic-entropy rows")
@@ -100,7 +102,7 @@ def ce_linear_in_dimension_parity(rows: Rows, models: dict[str, str], controls: 
     (``parity-dimension`` fit). Criterion: Pearson r between CE and the intrinsic dimension at
     threshold 0.05 (the paper's 1/20) is <= -0.97, the level of Figure 1."""
     got = [r for (exp, _), rs in rows.by.items() if exp == "parity-dimension" for r in rs]
-    finding, paper = "CE is linear in intrinsic dimension (sparse parity)", f"{PAPERS['001']}, Appendix J.3"
+    finding, paper = "CE is linear in intrinsic dimension (sparse parity)", named("intrinsic-entropy", "Appendix J.3")
     expected = f"Pearson r(CE, intrinsic dimension at threshold 0.05) <= -{LINEAR_R}"
     fit = _linear_fit(got, threshold=0.05)
     if "pearson_r" not in fit:

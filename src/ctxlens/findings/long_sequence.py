@@ -40,9 +40,11 @@ from collections import defaultdict
 
 import numpy as np
 
+from ctxlens.core.papers import named
 from ctxlens.core.stats import mcnemar_exact, mcnemar_mde, newcombe_paired, sign_flip_p
+from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import any_model, reaches
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _verdicts, as_models
+from ctxlens.findings.verdicts import Rows, _verdicts, as_models
 
 ALPHA = 0.05
 DEPTH_GRID = (0.0, 20.0, 40.0, 50.0, 60.0, 80.0, 100.0)  # the long-sequence paper, Tables 2-3
@@ -214,7 +216,7 @@ def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, 
         return (f"accuracy {_pct(got['at_L'])} at {t}, {_pct(got['at_2L'])} at {2 * t} (n = {got['n']} haystacks, "
                 f"paired p = {got['p']:.3g})"), ok
 
-    return _verdicts("retrieval collapses beyond the training length", f"{PAPERS['002']}, Section 4, Tables 1-3",
+    return _verdicts("retrieval collapses beyond the training length", named("long-sequence", "Section 4, Tables 1-3"),
                      "needle accuracy per haystack at 2x the training length significantly below that at the "
                      "training length (paired sign-flip test over haystacks, p < 0.05)", reaches(2), models, check,
                      "niah-depth at the training length and twice it")
@@ -240,7 +242,7 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
         return (f"accuracy {s['end']:.2f} at depth 0, {s['middle']:.2f} at depth 50, {e['end']:.2f} at depth 100 "
                 f"(n = {got['n']} haystacks), McNemar p = {s['p']:.3g} / {e['p']:.3g}"), ok
 
-    return _verdicts("lost in the middle", f"{PAPERS['002']}, Section 4, Table 2",
+    return _verdicts("lost in the middle", named("long-sequence", "Section 4, Table 2"),
                      "at the training length, accuracy at depths 0 and 100 each above depth 50 (exact McNemar over "
                      "haystacks, Holm at 5% over the two ends)", any_model, models, check,
                      "niah-depth at the training length with depths 0, 50 and 100")

@@ -16,24 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ctxlens.findings.verdicts import NOT_RECORDED, TRAIN_LENGTH, ZOO_NAMES
+from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_MODELS, ZooModel
+from ctxlens.findings.verdicts import NOT_RECORDED
 
 
-def _zoo(model_type: str, kind: str, position: str) -> dict:
-    return {"model_type": model_type, "kind": kind, "position": position, "train_length": TRAIN_LENGTH,
+def _zoo(model: ZooModel) -> dict:
+    return {"model_type": model.family, "kind": model.kind, "position": model.position, "train_length": TRAIN_LENGTH,
             "max_positions": None, "hard_limit": False, "sliding_window": None, "origin": "zoo", "zoo": True}
 
 
-# The zoo's models as ModelInfo would record them (families of ctxlens.zoo.specs, trained at 512 bytes).
-ZOO_INFO = {
-    "rope": _zoo("llama", "transformer", "rope"),
-    "alibi": _zoo("bloom", "transformer", "alibi"),
-    "mamba2": _zoo("mamba2", "ssm", "none"),
-    "mlstm": _zoo("xlstm", "recurrent", "none"),
-    "griffin": _zoo("recurrent_gemma", "hybrid", "rope"),
-    "hybrid": _zoo("bamba", "hybrid", "rope"),
-}
-assert set(ZOO_INFO) == set(ZOO_NAMES), "every zoo model described"
+# The zoo's models as ModelInfo would record them (what ctxlens.core.zoo_facts says each is).
+ZOO_INFO = {name: _zoo(model) for name, model in ZOO_MODELS.items()}
 
 Rule = Callable[[dict], "str | None"]
 

@@ -9,9 +9,11 @@ masking the top ones hurts passkey retrieval more than masking as many random he
 
 from __future__ import annotations
 
+from ctxlens.core.papers import named
+from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import has_rope
 from ctxlens.findings.positional import masking_test, presence_test, verdict
-from ctxlens.findings.verdicts import PAPERS, TRAIN_LENGTH, Rows, _num, _verdicts
+from ctxlens.findings.verdicts import Rows, _num, _verdicts
 
 
 def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -39,7 +41,8 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
         return f"{found}; passkey unmasked {_num(masking['none'])}; {fr}; masking {masking['verdict']}", \
             v["reproduced"]
 
-    return _verdicts("positional heads matter more than random heads", f"{PAPERS['003']}, Sections 4.2-4.3, Figure 8",
+    return _verdicts("positional heads matter more than random heads",
+                     named("rope-distance", "Sections 4.2-4.3, Figure 8"),
                      "some head's per-prompt rho differs from 0 (t across prompts, Bonferroni over heads), and "
                      "masking the top heads lowers passkey accuracy more than as many random heads (randomization "
                      "p <= 0.05 at every fraction) without a perplexity collapse", has_rope, models, check,

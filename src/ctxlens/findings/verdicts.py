@@ -7,8 +7,8 @@ when it fails on one, "undecided" when it fails on none but some model shows not
 the models (which models a finding applies to is a rule on what each model is: its kind,
 position encoding and training length, ``ctxlens.findings.models``), with absent and
 inapplicable models listed in the note and the untrained control's verdict in its own column.
-Also the zoo's names, its training length (for runs that record none), the ``Models`` a table
-is about, and the four papers as the table cites them.
+Also the ``Models`` a table is about; the zoo's names and training length (for runs that record
+none) come from ``ctxlens.core.zoo_facts``, the papers' citations from ``ctxlens.core.papers``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-ZOO_NAMES = ("rope", "alibi", "mamba2", "mlstm", "griffin", "hybrid")  # the models findings are about, by name
-TRAIN_LENGTH = 512  # the zoo recipe's training context in bytes, when the rows record none (tests keep them equal)
+from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_NAMES
+
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
 APPLIES = "applies to"  # column: the models a finding is about, by kind, position encoding and length
 NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
-
-PAPERS = {
-    "000": "the geometry paper, How much do contextualized representations encode long-range context?",
-    "001": "the intrinsic-entropy paper, Intrinsic Entropy of Context Length Scaling in LLMs",
-    "002": "the long-sequence paper, How Well Can a Long Sequence Model Model Long Sequences?",
-    "003": "the RoPE-distance paper, On the token distance modeling ability of higher RoPE attention dimension",
-}
 
 
 class Rows:

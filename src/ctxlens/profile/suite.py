@@ -31,11 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ctxlens.core.papers import RULER_TASKS
 from ctxlens.lm.info import ModelInfo
 
-CORE_TASKS = (  # RULER's 13 tasks, all run at every size: its effective length is a score over the whole set
-    "niah_single_1", "niah_multikey_1", "vt", "fwe", "qa_1", "niah_single_2", "niah_multivalue", "cwe",
-    "niah_multiquery", "niah_single_3", "niah_multikey_2", "qa_2", "niah_multikey_3")
+CORE_TASKS = RULER_TASKS  # all 13 run at every size: RULER's effective length is a score over the whole set
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # as the demo: b_min, 0.5 and 1.0 are what the plateau reads
 MIN_DRAWS = 19  # random-head draws per fraction of the masking control: a randomization p >= 1/(draws + 1) reaches 0.05
 SAMPLES_PER_FEATURE = 2  # intrinsic entropy: n >= 2 x d_model

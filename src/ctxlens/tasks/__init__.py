@@ -8,24 +8,33 @@ torch; ``ctxlens.tasks.backends`` holds the model-side decoding.
 
     from ctxlens.tasks import generate, get_task, tasks
     samples = generate("niah_single_1", tokenizer, length=4096, n=100, seed=0)
+
+A task is registered by its module (``register(Task(...))``, ``ctxlens.tasks.base``). On first
+use the registry imports every module of this package but ``HELPERS`` (found with ``pkgutil``,
+none listed by hand) and checks that each registered at least one task (one whose ``build`` it
+defines): a new module that registers none stops every lookup with one sentence naming it.
+RULER's 13 tasks are a fact of the long-sequence paper, ``ctxlens.core.papers.RULER_TASKS``.
 """
 
 from __future__ import annotations
 
+from ctxlens.core.papers import RULER_TASKS
+
 __all__ = ["generate", "get_task", "tasks", "score", "RULER_TASKS"]
 
-RULER_TASKS = (
-    "niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
-    "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2",
-)
-_MODULES = ("niah", "niah_corpus", "vt", "cwe", "fwe", "qa")
+# The modules of this package that register no task: the engine (backends imports torch: never
+# imported by the registry).
+HELPERS = ("backends", "base", "dataset", "export", "fit", "haystack", "layout", "prefix", "qa_data", "render",
+           "sandbox", "scoring", "tokenizer", "tokens", "words")
 
 
-def _load_builtin() -> None:
-    import importlib
+def load_builtin() -> None:
+    """Import every task module of ``ctxlens.tasks``; each must register at least one task."""
+    from ctxlens.tasks.base import TASKS
 
-    for name in _MODULES:
-        importlib.import_module(f"ctxlens.tasks.{name}")
+    TASKS.load_package("ctxlens.tasks", HELPERS, origin=lambda t: t.build.__module__,
+                       fix="end it with register(Task(...)) (ctxlens.tasks.base), or name it in HELPERS of "
+                           "ctxlens.tasks if it is a helper")
 
 
 def tasks() -> dict:

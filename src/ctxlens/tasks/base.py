@@ -182,10 +182,10 @@ class Refit(Exception):
 
 
 def _load_tasks() -> None:
-    """Import the task modules (``ctxlens.tasks._MODULES``); each registers its tasks."""
-    from ctxlens.tasks import _load_builtin
+    """Import the task modules (``ctxlens.tasks.load_builtin``); each registers its tasks."""
+    from ctxlens.tasks import load_builtin
 
-    _load_builtin()
+    load_builtin()
 
 
 TASKS: Registry[Task] = Registry("task", load=_load_tasks)

@@ -4,7 +4,9 @@ The geometry paper ("How much do contextualized representations encode long-rang
 Section 3, Table 1 and Appendix B compare architectures trained identically: same data, same
 steps, same seed, roughly equal size. These are the ctxlens-sized versions: byte-level
 vocabulary (257), width 128, trained on the built-in corpus at a 512-byte context so that
-longer evaluation lengths probe extrapolation.
+longer evaluation lengths probe extrapolation. The zoo's names, families and training length
+are facts every layer reads (``ctxlens.core.zoo_facts``); this module gives each its architecture
+and the recipe.
 """
 
 from __future__ import annotations
@@ -12,15 +14,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ctxlens.core.errors import unknown
+from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_MODELS, ZOO_NAMES
 
 
 @dataclass(frozen=True)
 class ZooSpec:
-    name: str
-    family: str  # transformers model_type
+    name: str  # one of ctxlens.core.zoo_facts.ZOO_NAMES
     arch: dict  # overrides on ctxlens.lm.tiny.tiny_config(family)
     doc: str
     lr: float | None = None  # peak learning rate when not the recipe's (geometry paper, App. B: 1e-3 Griffin, mLSTM)
+
+    @property
+    def family(self) -> str:
+        """The transformers model_type (``ctxlens.core.zoo_facts.ZOO_MODELS``)."""
+        return ZOO_MODELS[self.name].family
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class Recipe:
     2.15 nats/byte, with 2500 at 1.03; ``rope`` went from 0.618 to 0.494 and still retrieves.
     """
 
-    seq_len: int = 512
+    seq_len: int = TRAIN_LENGTH
     batch: int = 8
     copy_phases: tuple[tuple[int, int, str], ...] = field(
         default=((500, 128, "letters"), (650, 256, "alphanumeric"), (800, 512, "alphanumeric")))
@@ -77,33 +84,34 @@ class Recipe:
 
 _D = 128
 SPECS = [
-    ZooSpec("rope", "llama", dict(hidden_size=_D, intermediate_size=3 * _D, num_hidden_layers=4, num_attention_heads=4,
-                                  num_key_value_heads=4, head_dim=32,
-                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-                                  max_position_embeddings=131072),
+    ZooSpec("rope", dict(hidden_size=_D, intermediate_size=3 * _D, num_hidden_layers=4, num_attention_heads=4,
+                         num_key_value_heads=4, head_dim=32,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                         max_position_embeddings=131072),
             "llama-style attention with RoPE (theta 10000)"),
-    ZooSpec("alibi", "bloom", dict(hidden_size=_D, n_layer=4, n_head=4), "bloom-style attention with ALiBi"),
-    ZooSpec("mamba2", "mamba2", dict(hidden_size=_D, num_hidden_layers=6, expand=2, num_heads=8, head_dim=32,
-                                      state_size=32, chunk_size=64), "Mamba-2 state-space model"),
-    ZooSpec("mlstm", "xlstm", dict(hidden_size=_D, num_hidden_layers=4, num_heads=4, mode="train", chunk_size=32),
+    ZooSpec("alibi", dict(hidden_size=_D, n_layer=4, n_head=4), "bloom-style attention with ALiBi"),
+    ZooSpec("mamba2", dict(hidden_size=_D, num_hidden_layers=6, expand=2, num_heads=8, head_dim=32,
+                           state_size=32, chunk_size=64), "Mamba-2 state-space model"),
+    ZooSpec("mlstm", dict(hidden_size=_D, num_hidden_layers=4, num_heads=4, mode="train", chunk_size=32),
             "xLSTM with mLSTM blocks", lr=1e-3),
-    ZooSpec("griffin", "recurrent_gemma", dict(hidden_size=_D, lru_width=_D, intermediate_size=4 * _D,
-                                               num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=1,
-                                               head_dim=32, attention_window_size=512),
+    ZooSpec("griffin", dict(hidden_size=_D, lru_width=_D, intermediate_size=4 * _D,
+                            num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=1,
+                            head_dim=32, attention_window_size=512),
             "Griffin: RG-LRU recurrence + local attention", lr=1e-3),
     # hybrid: a thin MLP (64) keeps it near a million parameters; chunks of 64 (not 256) keep the
     # reference scan from padding 128-byte windows 2x. In a bare loop on 128-byte copy windows
     # (periods 8-64, as the recipe's) the induction head formed by step ~275 with the attention
     # layer third (index 2; the first layer stays non-attention, as in the geometry paper Appendix B) and
     # lr 1e-3; with it seventh (index 6) not by 275, and not by step 750 inside the recipe.
-    ZooSpec("hybrid", "bamba", dict(hidden_size=_D, intermediate_size=_D // 2, num_hidden_layers=12,
-                                    attn_layer_indices=[2],
-                                    mamba_expand=1, mamba_n_heads=4, mamba_d_head=32, mamba_d_state=16,
-                                    mamba_chunk_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=32,
-                                    max_position_embeddings=131072),
+    ZooSpec("hybrid", dict(hidden_size=_D, intermediate_size=_D // 2, num_hidden_layers=12,
+                           attn_layer_indices=[2],
+                           mamba_expand=1, mamba_n_heads=4, mamba_d_head=32, mamba_d_state=16,
+                           mamba_chunk_size=64, num_attention_heads=4, num_key_value_heads=4, head_dim=32,
+                           max_position_embeddings=131072),
             "Mamba-2 layers with one attention layer in twelve (8%), bamba-style", lr=1e-3),
 ]
-ZOO: dict[str, ZooSpec] = {s.name: s for s in SPECS}
+_BY_NAME = {s.name: s for s in SPECS}
+ZOO: dict[str, ZooSpec] = {name: _BY_NAME[name] for name in ZOO_NAMES}  # the zoo's order (tests: one spec per name)
 RECIPE = Recipe()
 
 

@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
+from ctxlens.core.papers import named
 from ctxlens.core.stats import normal_quantile, randomization_p
 from ctxlens.findings.card import Context, Line, absent, card_line
-from ctxlens.findings.verdicts import PAPERS
 from ctxlens.findings.verdicts import number as _n
 
 MIN_LENGTHS = 6  # a slope or a correlation over fewer lengths has too few degrees of freedom to say much
@@ -144,7 +144,7 @@ def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") 
 
 
 # ------------------------------------------------------------------------------- the line
-@card_line("ce_entropy", "CE vs intrinsic entropy", PAPERS["001"] + ", Section 2.2.1-2.2.2, Eq. 2, Figure 1",
+@card_line("ce_entropy", "CE vs intrinsic entropy", named("intrinsic-entropy", "Section 2.2.1-2.2.2, Eq. 2, Figure 1"),
            f"S_n rises with l and CE = -k S_n + const: r(CE, S_n) < 0 ({SCOPE})",
            order=11, reads=("intrinsic-entropy",))
 def _ce_entropy(ctx: Context) -> Line:

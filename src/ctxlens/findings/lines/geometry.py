@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ctxlens.core import stats
+from ctxlens.core.papers import named
 from ctxlens.findings.accs import (
     MIN_RATIO_GAP,
     MIN_RHO,
@@ -22,18 +23,17 @@ from ctxlens.findings.accs import (
 )
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.models import local_model, recurrent_hybrid
-from ctxlens.findings.verdicts import PAPERS
 
 RERUN = f"re-run the part with >= {MIN_WINDOWS} windows"
 
 
-@card_line("accs_depth", "ACCS depth trend", PAPERS["000"] + ", Section 4, Figure 1",
+@card_line("accs_depth", "ACCS depth trend", named("geometry", "Section 4, Figure 1"),
            "Spearman(layer, ACCS) < 0: ACCS falls with depth", order=7, reads=("accs-layers",))
 def _accs_depth(ctx: Context) -> Line:
     return accs_depth(ctx.of("accs-layers"), ctx.model, ctx.L, layer_types(ctx.of("positional-heads")))
 
 
-@card_line("accs_plateau", "distant-perturbation plateau ratio (at L)", PAPERS["000"] + ", Section 5.2, Table 4",
+@card_line("accs_plateau", "distant-perturbation plateau ratio (at L)", named("geometry", "Section 5.2, Table 4"),
            f"< {PLATEAU_THRESHOLD} for recurrent and ALiBi models, >= {PLATEAU_THRESHOLD} for hybrids",
            order=8, reads=("accs-boundary",))
 def _accs_plateau(ctx: Context) -> Line:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import functools
 import math
 
+from ctxlens.core.papers import named
 from ctxlens.core.stats import normal_quantile, one_sample_t, t_quantile
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.models import train_length_of
-from ctxlens.findings.verdicts import PAPERS
 from ctxlens.findings.verdicts import number as _n
 
 USABLE_GAIN = 0.01  # nats per doubling of the context: the smallest gain the card calls a use of context
@@ -113,7 +113,7 @@ def _c0_state(fit: dict[str, dict]) -> str | None:
     return None
 
 
-@card_line("loss_fit", "CE vs context: C0 + C / l^gamma", PAPERS["001"] + ", Section 2.2.2, Eq. 3, Figure 2",
+@card_line("loss_fit", "CE vs context: C0 + C / l^gamma", named("intrinsic-entropy", "Section 2.2.2, Eq. 3, Figure 2"),
            "a fit of the measured lengths (descriptive); C0 >= 0 is the CE floor", order=4, reads=("loss-vs-length",))
 def _loss_fit(ctx: Context) -> Line:
     return loss_fit(ctx.of("loss-vs-length"), ctx.model)
@@ -169,7 +169,7 @@ def _usable(fit: dict[str, dict], top: int) -> tuple[str, float | None]:
 
 
 @card_line("usable_context", "CE gain over the last measured doubling, CE(l/2) - CE(l)",
-           PAPERS["001"] + ", Section 2.2.1-2.2.2 (dR/dl < 0), Eq. 3, Figure 2",
+           named("intrinsic-entropy", "Section 2.2.1-2.2.2 (dR/dl < 0), Eq. 3, Figure 2"),
            "the Bayes-risk proxy still falls: gain > 0", order=5, reads=("loss-vs-length",))
 def _usable_context(ctx: Context) -> Line:
     return usable_context(ctx.of("loss-vs-length"), ctx.model, ctx.L)
@@ -203,7 +203,8 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
 
 
 # ------------------------------------------------------------------------------- suffix-ppl
-@card_line("ppl_2l", "suffix perplexity with 2L vs L of context", PAPERS["000"] + ", Sections 4-5; " + PAPERS["002"],
+@card_line("ppl_2l", "suffix perplexity with 2L vs L of context",
+           named("geometry", "Sections 4-5") + "; " + named("long-sequence"),
            "beyond the training length (2L > T): perplexity at 2L not below that at L", order=6, reads=("suffix-ppl",))
 def _ppl_2l(ctx: Context) -> Line:
     return ppl_2l(ctx.of("suffix-ppl"), ctx.model, ctx.L, train_length_of(ctx.info) if ctx.info else None)

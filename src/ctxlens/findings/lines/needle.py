@@ -12,17 +12,14 @@ import math
 
 import numpy as np
 
+from ctxlens.core.papers import RULER_TASKS as RULER_13  # RULER's 13 tasks (Table 1)
+from ctxlens.core.papers import named
 from ctxlens.core.stats import mde as mde_of
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.long_sequence import ALPHA, DEPTH_GRID, ENDS, MIDDLE, MIN_DIP, MIN_DROP, length_test, middle_test
 from ctxlens.findings.models import reaches
-from ctxlens.findings.verdicts import PAPERS
 from ctxlens.findings.verdicts import number as _n
 
-# RULER's 13 tasks (ctxlens.tasks.RULER_TASKS; findings read rows only, so the names are listed here and a
-# test keeps them equal)
-RULER_13 = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multikey_2",
-            "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt", "cwe", "fwe", "qa_1", "qa_2")
 MIN_GAP = 10.0  # ctxlens's stated minimal effect for RULER: a task-set score 10 points from the threshold
 N_BOOT = 2000
 
@@ -42,21 +39,21 @@ def _train_length(info: dict | None) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-@card_line("effective_length", "RULER effective length", "RULER (Table 3); " + PAPERS["002"],
+@card_line("effective_length", "RULER effective length", "RULER (Table 3); " + named("long-sequence"),
            "the largest length whose mean score over the 13 tasks exceeds 85.6; RULER finds it below the "
            "claimed length for most models", order=1, reads=("ruler",))
 def _effective(ctx: Context) -> Line:
     return effective(ctx.of("ruler"), ctx.model, _claimed(ctx.info), ctx.threshold)
 
 
-@card_line("retrieval_2l", "needle retrieval at L vs 2L", PAPERS["002"] + ", Tables 2-3",
+@card_line("retrieval_2l", "needle retrieval at L vs 2L", named("long-sequence", "Tables 2-3"),
            "lower at 2L than at L when L is the training length (paired over haystacks)", order=2,
            applies=reaches(2), reads=("niah-depth",))
 def _retrieval_2l(ctx: Context) -> Line:
     return retrieval_2l(ctx.of("niah-depth"), ctx.model, ctx.L, _train_length(ctx.info))
 
 
-@card_line("middle_dip", "lost in the middle (at L)", PAPERS["002"] + ", Table 2",
+@card_line("middle_dip", "lost in the middle (at L)", named("long-sequence", "Table 2"),
            "depths 0 and 100 each above depth 50 (paired over haystacks)", order=3, reads=("niah-depth",))
 def _middle_dip(ctx: Context) -> Line:
     return middle_dip(ctx.of("niah-depth"), ctx.model, ctx.L)

@@ -6,21 +6,21 @@ heads, and a randomization test of the top heads against random draws on paired 
 
 from __future__ import annotations
 
+from ctxlens.core.papers import named
 from ctxlens.findings import positional as pos
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.models import has_rope
-from ctxlens.findings.verdicts import PAPERS
 
 
 @card_line("positional_heads", "positional heads (top 5% / 10% by Spearman rho)",
-           PAPERS["003"] + ", Sections 4.2-4.3.1",
+           named("rope-distance", "Sections 4.2-4.3.1"),
            "some heads whose dominant RoPE dimension tracks distance (ctxlens's test: per-prompt rho, t across "
            "prompts, Bonferroni over heads)", order=9, applies=has_rope, reads=("positional-heads",))
 def _positional_heads(ctx: Context) -> Line:
     return positional_heads(_plain(ctx.of("positional-heads")), ctx.model)
 
 
-@card_line("masking_effect", "masking the top positional heads", PAPERS["003"] + ", Section 4.3.2, Figures 8-9",
+@card_line("masking_effect", "masking the top positional heads", named("rope-distance", "Section 4.3.2, Figures 8-9"),
            "passkey accuracy with the top heads masked below as many random heads', perplexity not collapsed "
            "(ctxlens's test: randomization p <= 0.05 at every fraction)", order=10, applies=has_rope,
            reads=("head-masking",))

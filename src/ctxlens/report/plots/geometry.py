@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, integer_axis, log2_axis, set_log
 from ctxlens.report.plots._common import col, draw_lines, finish, groups, numeric, varying
 from ctxlens.report.registry import plotter
 
-PAPER = "How much do contextualized representations encode long-range context?"
+PAPER = heading("geometry")  # the captions' first sentence
 GEOMETRY = ("accs", "self_sim", "anisotropy")
 LABELS = {"accs": "ACCS (cosine)", "self_sim": "self-similarity (cosine)", "anisotropy": "anisotropy (mean cosine)",
           "compression_rate": "prefix compression rate (LZMA / raw)"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, heatmap, log2_axis, style
 from ctxlens.report.plots._common import (
     describe,
@@ -25,7 +26,7 @@ from ctxlens.report.plots._common import (
 )
 from ctxlens.report.registry import plotter
 
-PAPER = "On the token distance modeling ability of higher RoPE attention dimension."
+PAPER = heading("rope-distance")  # the captions' first sentence
 DIM = "RoPE pair index (0 = highest frequency)"
 
 

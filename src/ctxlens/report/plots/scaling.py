@@ -14,12 +14,13 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 
+from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, log2_axis, set_log
 from ctxlens.report.plots._common import col, describe, draw_lines, finish, groups, having, mean_sem, numeric
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import optimal_length
 
-PAPER = "Intrinsic Entropy of Context Length Scaling in LLMs."
+PAPER = heading("intrinsic-entropy")  # the captions' first sentence
 CE = "cross-entropy (nats/token)"
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, heatmap, log2_axis
 from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, numeric
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import effective_length, length_means, sustained_length
 
-PAPER = "How Well Can a Long Sequence Model Model Long Sequences?"
+PAPER = heading("long-sequence")  # the captions' first sentence
 SCORE = "score (%)"
 N_EXAMPLES = 2  # example generations shown per model and group
 
