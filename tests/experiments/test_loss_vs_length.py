@@ -153,3 +153,78 @@ def test_the_fit_is_weighted_constrained_and_bootstrapped_over_windows():
     drop = docs.copy()
     drop[2, 3] = float("nan")  # a window with a non-finite CE at one length leaves the paired design
     assert E.fit_rows(lengths, drop.T.tolist(), n_boot=5, seed=0)[0]["n_docs"] == 5
+
+
+# ------------------------------------------------------------------------------- positions scoring
+def test_band_offsets_by_hand():
+    # l = 64 with band 16: w = min(8, 4) = 4 targets at offsets 61..64; l = 4: one target, offset 4
+    assert E.band_offsets([4, 64, 512], n_scored=8, band=16) == {4: [4], 64: [61, 62, 63, 64],
+                                                                 512: list(range(505, 513))}
+
+
+@pytest.mark.parametrize("family,bos", [("llama", False), ("llama", True), ("cohere", False)])
+def test_positions_equal_separate_forwards_of_exactly_p_tokens(family, bos):
+    """One forward per window scores, for each length, the tokens at offsets l - w + 1 .. l; each must be
+    the loss that a separate forward of exactly the p tokens before it gives (transformers' own logits)."""
+    lm = build_lm(family)
+    lengths = [1, 3, 8, 16]
+    config = _config(lengths=lengths, n_scored=4, band=2, scoring="positions", bos=bos, source="random")
+    if bos:
+        lm.tokenizer = _FakeBos()
+    rows, _ = _run_all(lm, config)
+    ids = E.samples(lm, config, 16 + 1, {})  # [2, 17]: the run's windows
+    measure = {(r["length"], r["sample"]): r for r in rows if r["stage"] == "measure"}
+    for n in lengths:
+        offsets = list(range(n - max(1, min(4, n // 2)) + 1, n + 1))
+        for i in range(2):
+            want = []
+            for p in offsets:
+                window = ids[i : i + 1, :p]
+                if bos:
+                    window = torch.cat([torch.tensor([[_FakeBos.bos_token_id]]), window], 1)
+                with torch.no_grad():
+                    logits = lm.model(input_ids=window).logits[0, -1]  # transformers' full-logit path
+                want.append(float(-torch.log_softmax(logits.float(), -1)[ids[i, p]]))
+            row = measure[(n, i)]
+            assert row["n_scored"] == len(offsets) and row["visible_min"] == offsets[0] and row["bos"] is bos
+            assert row["ce"] == pytest.approx(sum(want) / len(want), abs=1e-5)
+    assert {r["quantity"] for r in rows if r["stage"] == "fit"} >= {"C0", "C", "gamma", "r2"}
+
+
+class _FakeBos:
+    """Just enough tokenizer for ``bos=True``: a BOS id (random ids need no text)."""
+
+    bos_token_id = 3
+
+    def encode(self, text, add_special_tokens=True):
+        return [3, 4] if add_special_tokens else [4]
+
+
+def test_positions_is_one_unit_that_resumes_from_its_checkpoint():
+    from ctxlens.core import progress
+
+    lm = build_lm("llama")
+    config = _config(lengths=[2, 4, 8], n_scored=2, band=2, scoring="positions")
+    assert E.plan(config) == [{"stage": "measure", "source": "random", "scoring": "positions"}]
+
+    class Box:
+        def __init__(self):
+            self.kept = {}
+
+        def saved(self):
+            return dict(self.kept)
+
+        def save(self, key, value):
+            self.kept[key] = value
+
+    box = Box()
+    with progress.unit(None, box):
+        first = E.run(lm, config, E.plan(config)[0], {})
+    assert sorted(box.kept) == ["window 0", "window 1"]
+    calls = []
+    forward = lm.final_hidden
+    lm.final_hidden = lambda ids: calls.append(ids.shape) or forward(ids)
+    box.kept = {"window 0": box.kept["window 0"]}  # an interrupt after the first window
+    with progress.unit(None, box):
+        again = E.run(lm, config, E.plan(config)[0], {})
+    assert again == first and len(calls) == 1  # only the unfinished window runs again

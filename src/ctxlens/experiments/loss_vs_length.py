@@ -18,7 +18,19 @@ mean CE per length (C0, C, gamma with standard errors, r2). The fit reuses the m
 in this process and recomputes them after a resume.
 
 ``sample`` i is the same document window at every length (the windows of every length are cut
-from one array of ids, ``scored_windows``), so lengths can be compared paired over samples. The fit
+from one array of ids, ``scored_windows``), so lengths can be compared paired over samples.
+
+``scoring="positions"`` reads every length from ONE forward per window instead: in a causal model
+the token at offset p of a window cut from inside the text stream is predicted from exactly the p
+tokens before it, so a forward over the window's first ``max(lengths)`` tokens scores, for each
+length l, the targets at offsets l - w + 1 .. l (each sees between l - w + 1 and l tokens, w =
+``band_width``: at most ``n_scored`` and l / ``band``, so the spread stays within 1/``band`` of l).
+Lengths then score different targets of the same window, so they are paired over windows (the
+independent items), not over targets; the cost per window is one forward of max(lengths) tokens
+instead of ``n_scored`` forwards per length (about 2 x max(lengths) x ``n_scored`` tokens). It is one
+unit (windows checkpointed as they finish) writing the measure rows and the fit rows; the rows add
+``visible_min`` (the fewest tokens a target of the band saw). ``tests/real/test_loss_positions.py``
+checks it against separate forwards on a real model. The fit
 weights each length's mean by its standard error over samples, keeps C0 >= 0 (a cross-entropy's
 floor; a fit whose C0 ends at 0 says "C0 at its bound" in its flag), and is bootstrapped over
 samples (whole windows resampled, then refitted): ``ci_low`` / ``ci_high`` are the 95% percentile
@@ -27,11 +39,14 @@ interval of each parameter, ``n_boot`` the refits, ``c0_at_bound`` the share of 
 
 from __future__ import annotations
 
+import json
 import math
+import typing
 from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
@@ -39,6 +54,8 @@ from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
 from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
+
+Scoring = typing.Literal["targets", "positions"]
 
 
 @dataclass
@@ -48,15 +65,23 @@ class Config(LengthSweepOptions):
     n_samples: Count = option(8, "windows, each scored at every length")
     n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
     n_boot: PositiveInt = option(400, "bootstrap refits of the power law over samples (whole windows resampled)")
+    scoring: Scoring = option("targets", "targets: the same targets at every length, a fresh window per target "
+                                         "and length (the paper's masking); positions: one forward per window, "
+                                         "length l read at the targets l tokens into it")
+    band: PositiveInt = option(64, "positions scoring: a length's targets lie within l / band tokens of l")
 
 
 def plan(config: Config) -> list[dict]:
+    if config.scoring == "positions":
+        return [{"stage": "measure", "source": config.source, "scoring": "positions"}]
     units = [{"stage": "measure", "source": config.source, "length": n} for n in sorted(config.lengths)]
     return units + [{"stage": "fit", "source": config.source}]
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     lengths = sorted(config.lengths)
+    if config.scoring == "positions":
+        return positions_rows(lm, config)
     if unit["stage"] == "fit":
         return fit_rows(lengths, [_measure(lm, config, n, cache).double().mean(1).tolist() for n in lengths],
                         config.n_boot, config.seed)
@@ -90,9 +115,12 @@ def fit_rows(lengths: list[int], per_length: list[list[float]], n_boot: int, see
 
 
 def work(config: Config, unit: dict) -> list[Work]:
-    """A measure unit reads every sample's ``n_scored`` windows of its length (the fit reuses them)."""
+    """A measure unit reads every sample's ``n_scored`` windows of its length (the fit reuses them);
+    with positions scoring, one window of max(lengths) tokens per sample."""
     if unit["stage"] != "measure":
         return []
+    if config.scoring == "positions":
+        return [Work(config.n_samples, max(config.lengths) + int(bool(config.bos)))]
     return [Work(config.n_samples * config.n_scored, unit["length"] + int(bool(config.bos)))]  # auto: estimated without
 
 
@@ -123,6 +151,65 @@ def scored_windows(ids: torch.Tensor, length: int, n_scored: int, max_length: in
     span = ids[:, max_length - length : max_length + n_scored - 1]  # [n, length + n_scored - 1]
     windows = span.unfold(1, length, 1)  # [n, n_scored, length]
     return windows.reshape(n * n_scored, length), ids[:, max_length : max_length + n_scored].reshape(-1)
+
+
+# ------------------------------------------------------------------------------- positions scoring
+def band_width(length: int, n_scored: int, band: int) -> int:
+    """Targets read for ``length`` in one forward: at most ``n_scored`` and length / ``band``, at least 1."""
+    return max(1, min(n_scored, length // band))
+
+
+def band_offsets(lengths: list[int], n_scored: int, band: int) -> dict[int, list[int]]:
+    """{l: the offsets p of its targets, l - w + 1 .. l}: the token at offset p sees exactly p tokens."""
+    return {n: list(range(n - band_width(n, n_scored, band) + 1, n + 1)) for n in lengths}
+
+
+def position_nll(lm, config: Config, window: torch.Tensor, offsets: list[int]) -> torch.Tensor:
+    """window [B, Lmax + 1] of text ids -> [B, len(offsets)] nats of the token at each offset p given
+    exactly the p tokens before it (one forward of the first max(offsets) tokens, BOS first when the
+    model reads one; the BOS is not counted as a visible token)."""
+    top = max(offsets)
+    inputs = with_bos(lm, window[:, :top], config)  # [B, top (+1)]
+    lm.check_length(inputs.shape[1])
+    shift = inputs.shape[1] - top  # 1 with a BOS
+    hidden = lm.final_hidden(inputs)  # [B, top (+1), d]
+    at = torch.tensor([p - 1 + shift for p in offsets])  # the hidden state that predicts offset p
+    return lm.nll_from_hidden(hidden[:, at], window[:, offsets]).cpu()  # [B, n_offsets]
+
+
+def positions_rows(lm, config: Config) -> list[dict]:
+    """The measure rows (one per length and window) and the fit rows of ``scoring="positions"``;
+    finished windows are checkpointed, so an interrupted unit resumes where it stopped."""
+    lengths = sorted(config.lengths)
+    offsets = band_offsets(lengths, config.n_scored, config.band)
+    flat = sorted({p for ps in offsets.values() for p in ps})
+    ids = samples(lm, config, max(lengths) + 1, {})  # [n, Lmax + 1]
+    saved = progress.saved()
+    per: list[dict[int, float | None]] = []  # per window: {offset: nats}
+    for i in range(ids.shape[0]):
+        key = f"window {i}"
+        if key in saved:
+            per.append({int(k): v for k, v in json.loads(saved[key]).items()})
+            progress.skip(max(lengths))
+            continue
+        nll = position_nll(lm, config, ids[i : i + 1], flat)[0]  # [n_offsets]
+        got = {p: float(v) if math.isfinite(float(v)) else None for p, v in zip(flat, nll.tolist())}
+        progress.save(key, json.dumps(got))
+        per.append(got)
+    rows, table = [], []  # table [n_windows][n_lengths] of CE
+    for i, got in enumerate(per):
+        ces = []
+        for n in lengths:
+            vals = [got[p] for p in offsets[n]]
+            ok = all(v is not None for v in vals)
+            ce = sum(vals) / len(vals) if ok else None
+            ces.append(ce if ok else math.nan)
+            rows.append({"stage": "measure", "length": n, "sample": i, "n_scored": len(vals),
+                         "visible_min": offsets[n][0], "bos": uses_bos(lm, config), "ce": ce,
+                         "flag": None if ok else "non-finite loss"})
+        table.append(ces)
+    per_length = [[table[i][j] for i in range(len(table))] for j in range(len(lengths))]
+    return rows + [{"stage": "fit", **r} for r in fit_rows(lengths, per_length, config.n_boot, config.seed)]
 
 
 register(Experiment(
