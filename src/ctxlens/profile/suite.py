@@ -118,10 +118,12 @@ def _ruler(size: Size, info: ModelInfo) -> dict:
 
 
 def _loss(size: Size, info: ModelInfo) -> dict:
-    """Windows for the paired gain over the last doubling (``findings.lines.loss``): its per-window
-    difference had SD about 0.17 nats with 17 targets on the reference models, so 64 windows of 32
-    targets detect about 0.05 nats per doubling (t test, 80% power); 0.01 would need over 1000."""
-    return {"lengths": powers(4, size.length), "n_samples": knob(size.scale, 8, 64), "n_scored": 32}
+    """One forward of L tokens per window serves every length l = 4 .. L (``scoring="positions"``: the
+    token at offset l sees exactly l tokens; up to 64 targets within l/64 of l), so a window costs L
+    tokens instead of 32 x 2L. Windows are the items of the paired gain over the last doubling
+    (``findings.lines.loss``): 8 at the floor, 128 at the ceiling."""
+    return {"lengths": powers(4, size.length), "n_samples": knob(size.scale, 8, 128), "n_scored": 64, "band": 64,
+            "scoring": "positions"}
 
 
 def _suffix_ppl(size: Size, info: ModelInfo) -> dict:
@@ -208,27 +210,26 @@ def _entropy_notes(size: Size, info: ModelInfo) -> list[str]:
                     "the full count"]
 
 
-PARTS: tuple[Part, ...] = (
+PARTS: tuple[Part, ...] = (  # in the order they run: the card's lines first, the cheapest of them first
+    Part("loss-vs-length", "loss-vs-length", "loss with l visible tokens, l = 4 .. L (one forward per window), and "
+         "the power-law fit", _loss, drop_order=1),
     Part("niah-depth", "niah-depth", "single needle, depth x length, RULER's wording, fact-free haystack", _niah,
          drop_order=2, needs_tokenizer=True, generates=True),
-    Part("ruler", "ruler", "the core RULER tasks at L/4 .. L", _ruler, drop_order=11, needs_tokenizer=True,
+    Part("ruler", "ruler", "RULER's 13 tasks at L/4 .. L", _ruler, drop_order=3, needs_tokenizer=True,
          generates=True),
-    Part("loss-vs-length", "loss-vs-length", "loss with l visible tokens, l = 4 .. L, and the power-law fit", _loss,
-         drop_order=1),
-    Part("suffix-ppl", "suffix-ppl", "suffix perplexity given up to 2L of context", _suffix_ppl, drop_order=4),
-    Part("accs-layers", "accs-layers", "ACCS by layer at L/2, L and 2L", _accs_layers, drop_order=3, factor=1.3),
-    Part("accs-boundary", "accs-boundary", "ACCS by perturbation boundary at L", _accs_boundary, drop_order=5,
+    Part("accs-layers", "accs-layers", "ACCS by layer at L/2, L and 2L", _accs_layers, drop_order=4, factor=1.3),
+    Part("suffix-ppl", "suffix-ppl", "suffix perplexity given up to 2L of context", _suffix_ppl, drop_order=5),
+    Part("accs-boundary", "accs-boundary", "ACCS by perturbation boundary at L", _accs_boundary, drop_order=6,
          factor=1.3),
-    Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=10, factor=2.0),
-    Part("dominant-dimension", "dominant-dimension", "dominant RoPE dimension vs distance", _dominant, drop_order=7,
-         factor=2.5),
     Part("positional-heads", "positional-heads", "positional heads (per-prompt rho over >= 17 prompts)", _heads,
-         drop_order=6,
-         factor=2.5),
+         drop_order=7, factor=2.5),
     Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs >= 19 random draws", _masking,
-         drop_order=9, factor=1.3, generates=True),
+         drop_order=8, factor=1.3, generates=True),
     Part("intrinsic-entropy", "intrinsic-entropy", "intrinsic entropy and dimension of the final features", _entropy,
-         drop_order=8, reducible=True, notes=_entropy_notes),
+         drop_order=9, reducible=True, notes=_entropy_notes),
+    Part("dominant-dimension", "dominant-dimension", "dominant RoPE dimension vs distance", _dominant, drop_order=10,
+         factor=2.5),
+    Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=11, factor=2.0),
 )
 
 
