@@ -439,3 +439,21 @@ def test_thresholds_and_rope_theta_are_bounded(tmp_path, capsys, argv):
     assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
     assert capsys.readouterr().err.startswith("ctxlens: error: --")
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "o").exists()
+
+
+# -- 10: notes from a record print inert -------------------------------------------------------------------------------
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\r\u202eevil"
+
+
+def test_a_records_notes_print_without_terminal_escapes(capsys):
+    from ctxlens.core.terminal import printable
+
+    state = _record(notes=[f"note {ESCAPES}"])["models"][MODEL]
+    state["notes"], state["adjustments"] = [f"model {ESCAPES}"], [f"adjusted {ESCAPES}"]
+    state["skipped"], state["left_out"] = {"rope-dims": ESCAPES}, {"ruler": ESCAPES}
+    command._print_plan(MODEL, state, 60.0)
+    printed = capsys.readouterr().out
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed.replace("\n", ""))
+    assert printed.count("\\x1b[2J\\x1b]0;pwned\\x07\\r\\u202eevil") == 5  # each shown, escaped
+    assert printable("tab\tand 'quotes' é") == "tab\tand 'quotes' é"

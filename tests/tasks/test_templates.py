@@ -122,7 +122,8 @@ def test_vt_prompt_is_rulers_template_with_one_solved_example(byte_tok):
     ex_before, ex_after = split_template(template, query=ex_value)
     assert example.startswith(ex_before)
     ex_names = re.findall(r"VAR ([A-Z]{3}) = ", example)
-    assert example.endswith(ex_after + prefix.format(num_v=5, query=ex_value) + " ".join(ex_names))
+    # RULER: icl_example['input'] + " " + ' '.join(outputs): the prefix's own space and one more
+    assert example.endswith(ex_after + prefix.format(num_v=5, query=ex_value) + " " + " ".join(ex_names))
     chain = re.findall(r"^VAR ([A-Z]{5}) = (?:VAR ([A-Z]{5}) |(\d{5}))$", main, re.M)
     assert len(chain) == 5 and chain[0][2] == value
     assert [c[1] for c in chain[1:]] == [c[0] for c in chain[:-1]]  # each hop names the previous variable

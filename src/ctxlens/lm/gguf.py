@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import tempfile
 from pathlib import Path
 
@@ -101,8 +102,10 @@ def convert(path: Path, out: Path, spec: str) -> None:
     where = {"pretrained_model_name_or_path": str(path.parent), "gguf_file": path.name}
     try:
         model = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32, **_dequantize_option())
-    except (ValueError, KeyError, NotImplementedError) as err:
-        raise CtxlensError(f"transformers cannot read the GGUF file '{spec}' ({str(err).splitlines()[0]}); "
+    except (ValueError, KeyError, NotImplementedError, IndexError, struct.error, OSError) as err:
+        if isinstance(err, OSError) and err.errno is not None:  # a disk or path error, not the file's content
+            raise
+        raise CtxlensError(f"transformers cannot read the GGUF file '{spec}' ({(str(err).splitlines() or [''])[0]}); "
                            "use a GGUF of an architecture transformers supports, or a save_pretrained "
                            "directory.") from None
     if getattr(model, "hf_quantizer", None) is not None:  # a transformers that kept the weights packed

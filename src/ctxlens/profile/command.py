@@ -25,6 +25,7 @@ from pathlib import Path
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
+from ctxlens.core.terminal import printable
 from ctxlens.profile import budget as fitting
 from ctxlens.profile import record as records
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
@@ -382,7 +383,7 @@ def _print_plan(spec: str, state: dict, seconds: float) -> None:
         lines.append("  nothing fits this budget at this machine's pace: raise --budget")
     lines += [f"  skipped {name}: {why}" for name, why in state["skipped"].items()]
     lines += [f"  left out {name}: {why}" for name, why in state["left_out"].items()]
-    print("\n".join(lines), flush=True)
+    print("\n".join(printable(line) for line in lines), flush=True)  # notes may come from a resumed record
 
 
 SIZE_KEYS = ("tasks", "depths", "boundaries", "n_samples", "n_sequences", "n_scored", "n_passkey", "n_draws",

@@ -160,11 +160,22 @@ def data_uri(png: bytes) -> str:
 
 
 def save(fig: Figure, stem: Path) -> tuple[bytes, list[Path]]:
-    """Write ``stem``.png and ``stem``.pdf; return the PNG bytes (for embedding) and the paths."""
+    """Write ``stem``.png and ``stem``.pdf; return the PNG bytes (for embedding) and the paths.
+
+    Both go through ``core.files.atomic_write`` (an exclusive temporary file, never a link), so a
+    planted ``*.tmp`` link or a link in a figure's place leaves its target untouched, and a full
+    disk or read-only folder is one sentence."""
+    from ctxlens.core import files
+
     png = png_bytes(fig)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    png_path, pdf_path = stem.with_suffix(".png"), stem.with_suffix(".pdf")
-    png_path.write_bytes(png)
+    pdf = io.BytesIO()
     with matplotlib.rc_context(RC):
-        fig.savefig(pdf_path, format="pdf", metadata={"Creator": "ctxlens report"})
+        fig.savefig(pdf, format="pdf", metadata={"Creator": "ctxlens report"})
+    png_path, pdf_path = stem.with_suffix(".png"), stem.with_suffix(".pdf")
+    try:
+        stem.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise files.user_error(err, stem.parent, "create") or err from None
+    files.atomic_write(png_path, png)
+    files.atomic_write(pdf_path, pdf.getvalue())
     return png, [png_path, pdf_path]

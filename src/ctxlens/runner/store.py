@@ -233,7 +233,10 @@ def read_config(directory: str | os.PathLike) -> dict | None:
     files.refuse_link_or_special(path)
     if not path.exists():
         return None
-    config = yaml_safe.load(files.read_text(path), str(path))
+    try:
+        config = yaml_safe.load(files.read_text(path), str(path))
+    except UnicodeDecodeError:
+        config = None
     if not isinstance(config, dict):
         raise CtxlensError(f"{path} does not hold a run configuration; restore it, or start the run again in a "
                            "new --out directory.")

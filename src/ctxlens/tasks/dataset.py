@@ -12,20 +12,23 @@ ids) and ``ids.npy`` (every sample's ids, concatenated, int32), written atomical
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
-import os
+import logging
 import shutil
+import tempfile
 import weakref
 from pathlib import Path
 
-from ctxlens.core import paths
+from ctxlens.core import files, paths
 from ctxlens.core.errors import CtxlensError
 from ctxlens.tasks.base import Refit, Sample, Setup, check_options, get_task
 from ctxlens.tasks.render import frame_for
 from ctxlens.tasks.tokens import Encoder
 
-GENERATOR_VERSION = "2"  # 2: chat answer prefix kept verbatim, system turn recorded
+GENERATOR_VERSION = "3"  # 2: chat answer prefix verbatim, system turn recorded; 3: whole noise lines, vt spacing
+log = logging.getLogger(__name__)
 _ENCODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -109,19 +112,31 @@ def _build(setup: Setup, index: int) -> Sample:
 
 
 def save(samples: list[Sample], folder: Path) -> None:
-    """Write ``samples`` to ``folder`` atomically (a temporary folder renamed into place)."""
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    with open(tmp / "samples.jsonl", "w") as f:
-        for s in samples:
-            f.write(json.dumps(s.to_dict(with_ids=False)) + "\n")
+    """Write ``samples`` to ``folder`` atomically: a new temporary folder (``tempfile.mkdtemp``: a
+    random name created exclusively, so a planted ``*.tmp`` link is never written through) renamed
+    into place. The cache only saves time: a full disk, read-only cache or a link in the folder's
+    place skips it with a warning, and the samples are returned as generated."""
     import numpy as np  # not at import: a process that only generates does not pay for numpy
 
-    ids = np.concatenate([np.asarray(s.input_ids, dtype=np.int32) for s in samples] or [np.zeros(0, np.int32)])
-    np.save(tmp / "ids.npy", ids)
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    tmp = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+        with open(tmp / "samples.jsonl", "w") as f:
+            for s in samples:
+                f.write(json.dumps(s.to_dict(with_ids=False)) + "\n")
+        ids = np.concatenate([np.asarray(s.input_ids, dtype=np.int32) for s in samples] or [np.zeros(0, np.int32)])
+        np.save(tmp / "ids.npy", ids)
+        if folder.is_symlink():
+            raise OSError(errno.ELOOP, "a symbolic link is in the cache folder's place", str(folder))
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
+    except OSError as err:
+        log.warning("task cache not written (%s); the samples are used as generated",
+                    files.user_error(err, folder, "write") or err)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load(folder: Path) -> list[Sample]:

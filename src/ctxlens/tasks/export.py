@@ -135,7 +135,10 @@ def load_tokenizer(spec: str):
 
     try:
         return AutoTokenizer.from_pretrained(where)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+    except Exception as err:  # noqa: BLE001 - the tokenizers package raises a bare Exception for a bad file
+        if not isinstance(err, (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError)) and \
+                type(err) is not Exception:
+            raise
         first = (str(err).splitlines() or [type(err).__name__])[0][:200]
         raise CtxlensError(f"Could not load a tokenizer for '{spec}' ({first}); "
                            "give a model directory, hub id, zoo:NAME or 'byte'.") from None

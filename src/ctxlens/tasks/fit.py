@@ -111,8 +111,8 @@ class Stream:
 
     ``units[i]`` is a unit's text without separators; ``cum_tokens[i]`` counts the tokens of the
     first ``i`` units (each unit costed as the piece it is inside a join, e.g. ``unit + "\n"``:
-    an estimate, exact up to the context's two ends). ``short`` holds whole items smaller than a
-    unit (the noise line's leading sentences) that may close the last gap. ``keep_head``: the
+    an estimate, exact up to the context's two ends). A pick is whole units only: RULER's noise
+    haystack is whole five-sentence lines, never a line's first sentences. ``keep_head``: the
     first half of a pick stays the stream's start even when it is short (running text, as RULER's
     essays).
     ``dress``: how a unit appears in the prompt, for costing (e.g. with a document number).
@@ -121,7 +121,6 @@ class Stream:
     source: Iterator[str]
     sep: str
     encoder: Encoder
-    short: tuple[str, ...] = ()
     keep_head: bool = False
     dress: Callable[[str], str] | None = None
     units: list[str] = field(default_factory=list)
@@ -162,7 +161,7 @@ class Stream:
 
         The longest prefix of the stream that fits, whose last ``TAIL`` units may give way to any
         subset of the next ``WINDOW`` units (stream order kept) that fills the rest best (mixing
-        unit sizes); then the longest ``short`` item that still fits.
+        unit sizes).
         """
         self.extend_to(tokens)
         k = min(max(bisect.bisect_right(self.cum_tokens, tokens) - 1, 0), len(self.units))
@@ -171,17 +170,7 @@ class Stream:
         pool = list(range(fixed, min(k + WINDOW, len(self.units))))
         taken = best_subset([self.cost(j) for j in pool], tokens - self.cum_tokens[fixed])
         chosen = list(range(fixed)) + [pool[t] for t in taken]
-        units = [self.units[i] for i in chosen]
-        costs = [self.cost(i) for i in chosen]
-        left = tokens - sum(costs)
-        if self.short:
-            short = self.encoder.costs(self.encoder.normalize(join(list(self.short), self.sep, inner=True)))
-            fitting = [(c, s) for s, c in zip(self.short, short) if c <= left]
-            if fitting:
-                c, s = max(fitting)
-                units.append(s)
-                costs.append(c)
-        return Pick(tuple(units), tuple(costs))
+        return Pick(tuple(self.units[i] for i in chosen), tuple(self.cost(i) for i in chosen))
 
 
 def best_subset(costs: list[int], budget: int) -> list[int]:

@@ -4,8 +4,8 @@ The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequence
 compares needles hidden in repeated sentences ("Repeat") with needles hidden in essays
 ("Essay"); RULER's third haystack is made of other needles. As in RULER:
 
-* ``noise``: the line ``NOISE`` repeated, lines joined by newlines; a prompt may end in the
-  line's first sentences (``noise_heads``), never in a cut sentence;
+* ``noise``: the line ``NOISE`` repeated, lines joined by newlines, whole lines only (RULER's
+  ``[haystack] * num_haystack``: a prompt never ends in a line's first sentences);
 * ``essay``: running prose with all whitespace collapsed to single spaces, taken from its start
   and repeated when it runs out, split into sentences (needles go between sentences);
 * ``needle``: lines that are themselves needles with random keys and values.
@@ -37,12 +37,6 @@ _MAX_SENTENCE_CHARS = 600  # longer "sentences" (text without full stops) are cu
 def noise_lines() -> Iterator[str]:
     """The noise haystack: the same line forever."""
     return itertools.repeat(NOISE)
-
-
-def noise_heads() -> tuple[str, ...]:
-    """The noise line's whole-sentence beginnings, shorter than the line (to close the last gap)."""
-    ends = [m.end() for m in re.finditer(r"[.!?](?= |$)", NOISE)]
-    return tuple(NOISE[:e] for e in ends[:-1])
 
 
 def sentences(text: str) -> list[str]:

@@ -12,6 +12,7 @@ haystack when depths are asked for).
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ def shared_stream(setup: Setup, kind: str) -> Stream:
     from ctxlens.tasks import haystack as hay
 
     if kind == "noise":
-        key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder, hay.noise_heads())
+        key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder)
     else:
         source = setup.option("haystack_source") or "builtin"
         key = ("essay", source)
@@ -41,6 +42,22 @@ class Insert:
     kind: str = "needle"
     answer: bool = True
     line: float | None = None  # RULER's rule for line haystacks: a uniform draw in [0, 1) picks the line
+    shuffled: tuple[int, int] | None = None  # (seed, j): item j of a list shuffled by random.Random(seed) (RULER QA)
+
+
+def shuffled_positions(n: int, inserts: list[Insert]) -> dict[int, int]:
+    """Insert index -> its position among all ``n + k`` items, for the ``k`` ``shuffled`` inserts.
+
+    RULER's QA (``scripts/data/synthetic/qa.py``) lists the question's documents first (item j for
+    ``shuffled=(seed, j)``), then the distractors, and shuffles the whole list with
+    ``random.Random(seed).shuffle``: the same permutation for every sample of a length, so item j
+    lands at the position p with ``perm[p] == j``."""
+    chosen = [i for i, ins in enumerate(inserts) if ins.shuffled is not None]
+    if not chosen:
+        return {}
+    perm = list(range(n + len(chosen)))
+    random.Random(inserts[chosen[0]].shuffled[0]).shuffle(perm)
+    return {i: perm.index(inserts[i].shuffled[1]) for i in chosen}
 
 
 def slots(bounds: list[int], inserts: list[Insert]) -> list[int]:
@@ -48,16 +65,21 @@ def slots(bounds: list[int], inserts: list[Insert]) -> list[int]:
 
     ``line`` inserts: before a uniformly drawn item, distinct as RULER's ``random.sample(range(n),
     k)`` (the sorted draws u_1 <= ... <= u_k go to floor(u_i (n - k + 1)) + i - 1, never after the
-    last item); ``depth`` inserts: the boundary nearest their depth in tokens (``place``).
+    last item); ``shuffled`` inserts: where RULER's fixed-seed shuffle puts them
+    (``shuffled_positions``); ``depth`` inserts: the boundary nearest their depth in tokens (``place``).
     """
     n = len(bounds) - 1
+    at = shuffled_positions(n, inserts)
+    fixed = {i: p - sum(q < p for q in at.values()) for i, p in at.items()}  # the distractors before position p
     drawn = sorted((ins.line, i) for i, ins in enumerate(inserts) if ins.line is not None)
     out = [0] * len(inserts)
     room = n - len(drawn) + 1
     for rank, (u, i) in enumerate(drawn):
         out[i] = int(u * room) + rank if room > 0 else int(u * max(n, 1))
     for i, ins in enumerate(inserts):
-        if ins.line is None:
+        if i in fixed:
+            out[i] = fixed[i]
+        elif ins.line is None:
             out[i] = place(bounds, ins.depth if ins.depth is not None else 0.0)
     return out
 
@@ -72,7 +94,9 @@ def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str]
     """
     items = list(pick.units)
     bounds = list(itertools.accumulate(pick.costs, initial=0))
-    order = sorted((slot, i) for i, slot in enumerate(slots(bounds, inserts)))
+    within = shuffled_positions(len(items), inserts)  # inserts sharing a boundary keep their shuffled order
+    order = sorted((slot, within.get(i, 0), i) for i, slot in enumerate(slots(bounds, inserts)))
+    order = [(slot, i) for slot, _, i in order]
     merged: list[str] = []
     where: dict[int, int] = {}
     s = 0

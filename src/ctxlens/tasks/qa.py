@@ -7,21 +7,27 @@ As RULER (``scripts/data/synthetic/qa.py``; 32-token budget, metric ``part``): d
 ``Document {i}:\\n{text}`` joined by blank lines inside the QA template; the question's own
 documents, then its article's other paragraphs, then random documents fill the length.
 
-Differences from RULER, on purpose: RULER shuffles every sample's documents with the same fixed
-permutation, so the golden document sits at the same slot in every sample; here each required
-document goes to a depth drawn from RULER's depth grid (or the ``depths`` option, or from the
-position-weighted law when the ``gamma`` option is set), and distractors are whole documents
-chosen to fill the length (``Stream.pick``: a shorter document may follow a skipped longer one).
+Placement (option ``placement``): RULER shuffles every sample's documents with the same fixed
+permutation (``random.Random(seed).shuffle`` of the question's documents followed by the
+distractors), so at one length the golden document sits at the same slot in every sample and
+the task measures one arbitrary depth per length. The default, ``grid``, sends each required
+document to a depth drawn from RULER's depth grid (or the ``depths`` option, or from the
+position-weighted law when the ``gamma`` option is set), so the samples cover the depths and
+every depth is recorded; ``placement=ruler`` uses RULER's fixed-seed shuffle with the batch's
+seed (``--seed 42`` is RULER's default). Either way the distractors are whole documents chosen to
+fill the length (``Stream.pick``: a shorter document may follow a skipped longer one).
 """
 
 from __future__ import annotations
 
-from ctxlens.core.errors import CtxlensError
+from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.tasks.base import Sample, Setup, Task, finish, register
 from ctxlens.tasks.fit import Stream
 from ctxlens.tasks.layout import Insert, fit_stream, stream_draft
 from ctxlens.tasks.niah import depths_for
 from ctxlens.tasks.qa_data import open_qa
+
+PLACEMENTS = ("grid", "ruler")  # the golden documents' placement: drawn depths (default) or RULER's fixed shuffle
 
 TEMPLATE = (
     "Answer the question based on the given documents. Only give me the answer and do not output any other words."
@@ -57,19 +63,32 @@ def _distractors(rng, qa, n_docs: int):
         yield from rest if rest else more
 
 
-def build(setup: Setup, index: int) -> Sample:
-    dataset = setup.option("dataset")
-    source = open_qa(dataset, setup.option(dataset) or "builtin")
-    qa = source.qas[index % len(source.qas)]
-    rng = setup.rng(index)
-    gamma = setup.option("gamma")
+def _inserts(setup: Setup, rng, source, qa) -> list[Insert]:
+    """The question's documents: at RULER's fixed-seed slots (``placement=ruler``) or at drawn depths."""
+    gamma, rule = setup.option("gamma"), setup.option("placement") or "grid"
+    if rule not in PLACEMENTS:
+        raise unknown("document placement", str(rule), PLACEMENTS)
+    if rule == "ruler":
+        if gamma is not None or setup.option("depths") is not None:
+            raise CtxlensError("placement=ruler puts the documents where RULER's fixed shuffle does; drop the gamma "
+                               "and depths options or use placement=grid.")
+        return [Insert(source.docs[d], None, "document", d in qa.support, shuffled=(setup.seed, j))
+                for j, d in enumerate(qa.context)]
     if gamma is not None and setup.option("depths") is None:
         depths = sorted(weighted_depth(rng.random(), float(gamma)) for _ in qa.context)
     else:
         depths = depths_for(setup, rng, len(qa.context))
     order = list(qa.context)
     rng.shuffle(order)
-    inserts = [Insert(source.docs[d], depth, "document", d in qa.support) for d, depth in zip(order, depths)]
+    return [Insert(source.docs[d], depth, "document", d in qa.support) for d, depth in zip(order, depths)]
+
+
+def build(setup: Setup, index: int) -> Sample:
+    dataset = setup.option("dataset")
+    source = open_qa(dataset, setup.option(dataset) or "builtin")
+    qa = source.qas[index % len(source.qas)]
+    rng = setup.rng(index)
+    inserts = _inserts(setup, rng, source, qa)
     before, after = TEMPLATE.format(context="\x00", query=qa.query).split("\x00")
     stream = Stream((source.docs[d] for d in _distractors(setup.rng(index, "distractors"), qa, len(source.docs))),
                     "\n\n", setup.encoder, dress=lambda d: DOCUMENT.format(i=10, document=d))
@@ -80,11 +99,13 @@ def build(setup: Setup, index: int) -> Sample:
     draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, [before], [after], inserts, number),
                              ANSWER_PREFIX)
     meta = {"dataset": source.name, "question": qa.query, "question_index": index % len(source.qas),
-            "documents": len(pick.units) + len(inserts), "padding": pick.pad, "gamma": gamma}
+            "documents": len(pick.units) + len(inserts), "padding": pick.pad, "gamma": setup.option("gamma")}
     return finish(setup, index, draft, ANSWER_PREFIX, qa.outputs, meta)
 
 
-register(Task("qa_1", "qa", BUDGET, "part", build, {"dataset": "squad", "squad": "builtin", "gamma": None},
+register(Task("qa_1", "qa", BUDGET, "part", build, {"dataset": "squad", "squad": "builtin", "gamma": None,
+                                                           "placement": "grid"},
               "single-document QA (SQuAD) among distractor documents"))
-register(Task("qa_2", "qa", BUDGET, "part", build, {"dataset": "hotpotqa", "hotpotqa": "builtin", "gamma": None},
+register(Task("qa_2", "qa", BUDGET, "part", build, {"dataset": "hotpotqa", "hotpotqa": "builtin",
+                                                           "gamma": None, "placement": "grid"},
               "two-hop QA (HotpotQA) among distractor documents"))

@@ -8,7 +8,9 @@ As RULER (``scripts/data/synthetic/variable_tracking.py``; 1 chain of 4 hops, no
 is hidden line by line in the noise haystack, in order, and the answer is all names of the first
 chain. One solved example (3-letter names, same template, its own noise) comes first; RULER
 sizes it to 500 tokens, ctxlens to ``min(500, L / 8)`` tokens (never below the example's
-minimum), so that short lengths still fit.
+minimum), so that short lengths still fit. The example is joined as RULER joins it
+(``input + " " + answer + "\n"``, then ``"\n"`` and the task): the answer prefix ends in a space,
+so two spaces follow ``they are:``, and two newlines precede the task.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def _example(setup: Setup, rng, n_chains: int, n_hops: int, essay: bool) -> list
     hops = min(10, n_hops)
     names, lines = chains(rng, n_chains, hops, letters=3)
     before, after, prefix = _parts(hops, lines[0][0].split("=")[-1].strip())
-    tail = [after, prefix + " ".join(names[0]) + "\n"]
+    tail = [after, prefix + " " + " ".join(names[0]) + "\n"]  # RULER: input + " " + answer + "\n"
     inserts = _inserts(setup, rng, lines, essay)
     stream = _stream(setup)
 
@@ -105,7 +107,7 @@ def build(setup: Setup, index: int) -> Sample:
     before, after, prefix = _parts(n_hops, value)
     inserts = _inserts(setup, rng, lines, essay)
     stream = _stream(setup)
-    head = [*example, "\n" + before]
+    head = [*example, "\n" + before]  # RULER: example + "\n" + task
     draft, pick = fit_stream(setup, stream, lambda p: stream_draft(stream, p, head, [after], inserts), prefix)
     meta = {"haystack": "essay" if essay else "noise", "chains": lines, "value": value,
             "haystack_units": len(pick.units), "padding": pick.pad,

@@ -12,6 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -136,8 +139,30 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
         "val_loss": val_loss, "unigram_baseline": unigram_baseline(stream, val, len(tok)),
         "retrieval": retrieval_accuracy(model, tok, recipe), "history": result.history,
     }
-    model.to(torch.bfloat16).save_pretrained(out)
-    tok.save_pretrained(out)
-    (out / "zoo.json").write_text(json.dumps(record, indent=1))
+    write_model(out, model.to(torch.bfloat16), tok, record)
     Path(cfg.checkpoint).unlink(missing_ok=True)
     return record
+
+
+def write_model(out: Path, model, tok, record: dict) -> None:
+    """Save ``model``, ``tok`` and ``zoo.json`` into ``out``: all written first into a new folder beside it
+    (``tempfile.mkdtemp``: a random name, created exclusively), then renamed file by file into ``out``, so
+    a link planted in ``out`` or at a temporary name is replaced, never written through. A full disk or
+    read-only folder is one sentence."""
+    from ctxlens.core import files
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    except OSError as err:
+        raise files.user_error(err, out, "write") or err from None
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        files.atomic_write(tmp / "zoo.json", json.dumps(record, indent=1))
+        for path in sorted(tmp.iterdir()):
+            os.replace(path, out / path.name)
+    except OSError as err:
+        raise files.user_error(err, out, "write") or err from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -14,6 +14,8 @@ predict after reading position t, ``-100`` where nothing is scored.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ctxlens.core import progress
+from ctxlens.core import files, progress
 
 Batch = dict[str, torch.Tensor]
 
@@ -174,10 +176,26 @@ class _null:
 
 
 def _save(path: str, model, opt, state: dict) -> None:
-    tmp = Path(path).with_suffix(".tmp")
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state,
-                "rng": torch.get_rng_state()}, tmp)
-    tmp.replace(path)
+    """Write the checkpoint through a new temporary file (``tempfile.mkstemp``: a random name created
+    exclusively, so a planted ``*.tmp`` link is never written through) renamed over ``path``; a full
+    disk or read-only folder is one sentence and leaves the previous checkpoint as it was."""
+    path = Path(path)
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise files.user_error(err, path, "write") or err from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state,
+                        "rng": torch.get_rng_state()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(name, path)
+    except BaseException as err:
+        Path(name).unlink(missing_ok=True)
+        if isinstance(err, OSError) and files.user_error(err, path, "write") is not None:
+            raise files.user_error(err, path, "write") from None
+        raise
 
 
 def _resume(path: str, model, opt) -> dict:

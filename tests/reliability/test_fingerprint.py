@@ -1,0 +1,232 @@
+"""Issue 32, item 5: the weights fingerprint covers every byte, and its cache never hides a change.
+
+The earlier fingerprint read the first, middle and last MiB of each weight file; the sampled windows
+are written out here (``old_windows``) so that each change below is shown to lie outside them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxlens.cli import main
+from ctxlens.core.errors import CtxlensError
+from ctxlens.lm import fingerprint as fp
+
+MIB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    """A fresh ctxlens home, so the fingerprint cache starts empty and the user's is not touched."""
+    monkeypatch.setenv("CTXLENS_HOME", str(tmp_path / "home"))
+
+
+def old_windows(size: int) -> list[range]:
+    """The byte ranges the sampling fingerprint read: first, middle and last MiB."""
+    starts = {0, max(0, size // 2 - MIB // 2), max(0, size - MIB)}
+    return [range(s, min(size, s + MIB)) for s in sorted(starts)]
+
+
+def outside(size: int, offset: int) -> bool:
+    return not any(offset in w for w in old_windows(size))
+
+
+def weights_dir(path: Path, size: int = 6 * MIB) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text('{"model_type": "llama"}')
+    (path / "model.safetensors").write_bytes(bytes(range(256)) * (size // 256))
+    return path
+
+
+def flip(path: Path, offset: int, keep_mtime: bool = True) -> None:
+    """Change one byte of ``path`` in place; with ``keep_mtime`` put its access and modification times back."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    if keep_mtime:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def settled(monkeypatch) -> None:
+    """Files just written count as old enough to cache (the racy window is the test's clock tick)."""
+    monkeypatch.setattr(fp, "RACY_NS", -10**12)
+
+
+def test_one_byte_outside_the_old_windows_changes_the_fingerprint(tmp_path, monkeypatch):
+    settled(monkeypatch)
+    model = weights_dir(tmp_path / "m")
+    weights = model / "model.safetensors"
+    offset = 3 * MIB + MIB // 2 + 12345  # between the middle and the last MiB
+    assert outside(weights.stat().st_size, offset)
+    before = fp.directory_fingerprint(model)
+    assert fp.read_cache(), "the first hash is cached"
+    time.sleep(0.05)  # past the kernel's timestamp tick, as any real edit after a run is
+    flip(weights, offset)  # same size, inode and modification time: only the change time moves
+    assert fp.directory_fingerprint(model) != before
+    flip(weights, offset)  # the byte back: the same fingerprint again
+    assert fp.directory_fingerprint(model) == before
+
+
+def test_the_digest_is_the_whole_file_sha256(tmp_path):
+    model = weights_dir(tmp_path / "m", size=3 * MIB + 7)
+    weights = model / "model.safetensors"
+    assert fp.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert fp.hash_file(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
+
+
+def test_a_resume_reads_the_cache_not_the_file(tmp_path, monkeypatch):
+    settled(monkeypatch)
+    model = weights_dir(tmp_path / "m")
+    first = fp.directory_fingerprint(model)
+    calls = []
+    monkeypatch.setattr(fp, "hash_file", lambda path: calls.append(path) or "0" * 64)
+    assert fp.directory_fingerprint(model) == first and calls == []
+    (model / "model.safetensors").write_bytes((model / "model.safetensors").read_bytes())  # same bytes, new stamp
+    fp.directory_fingerprint(model)
+    assert len(calls) == 1
+
+
+def test_a_just_written_file_is_not_cached(tmp_path):
+    model = weights_dir(tmp_path / "m")
+    fp.directory_fingerprint(model)
+    assert fp.read_cache() == []
+
+
+@pytest.mark.parametrize("cache", [
+    b"\x00\xff garbage", b"[]", b'{"ctxlens_fingerprints": 1, "entries": {}}', b"[" * 100_000 + b"]" * 100_000,
+    b'{"ctxlens_fingerprints": 1, "entries": [{"path": 1}]}',
+    b'{"ctxlens_fingerprints": 1, "entries": [{"path": "x", "sha256": "zz", "size": 1, "mtime_ns": 1,'
+    b' "ctime_ns": 1, "ino": 1, "dev": 1}]}',
+    b'{"ctxlens_fingerprints": 1, "entries": []}' + b" " * (2 * MIB),
+])
+def test_a_corrupt_cache_is_ignored(tmp_path, cache):
+    model = weights_dir(tmp_path / "m", size=2 * MIB)
+    truth = fp.directory_fingerprint(model)
+    home = Path(os.environ["CTXLENS_HOME"])
+    home.mkdir(exist_ok=True)
+    (home / fp.CACHE_NAME).write_bytes(cache)
+    assert fp.read_cache() == []
+    assert fp.directory_fingerprint(model) == truth
+
+
+def test_a_stale_entry_with_another_stamp_is_not_trusted(tmp_path, monkeypatch):
+    """A planted entry naming the file with a wrong digest and any stamp but the file's own is unused."""
+    settled(monkeypatch)
+    model = weights_dir(tmp_path / "m", size=2 * MIB)
+    weights = model / "model.safetensors"
+    truth = fp.directory_fingerprint(model)
+    entry = fp.read_cache()[0]
+    home = Path(os.environ["CTXLENS_HOME"])
+    for field in ("size", "mtime_ns", "ctime_ns", "ino", "dev"):
+        lie = {**entry, field: entry[field] + 1, "sha256": "0" * 64}
+        (home / fp.CACHE_NAME).write_text(json.dumps({"ctxlens_fingerprints": 1, "entries": [lie]}))
+        assert fp.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest(), field
+    assert fp.directory_fingerprint(model) == truth
+
+
+def test_a_linked_or_unwritable_cache_is_left_alone(tmp_path, monkeypatch):
+    settled(monkeypatch)
+    model = weights_dir(tmp_path / "m", size=2 * MIB)
+    home = Path(os.environ["CTXLENS_HOME"])
+    home.mkdir()
+    target = tmp_path / "target"
+    target.write_text("mine")
+    (home / fp.CACHE_NAME).symlink_to(target)
+    truth = hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
+    assert fp.file_sha256(model / "model.safetensors") == truth
+    assert target.read_text() == "mine"
+
+
+# --- a resume against weights changed outside the old windows --------------------------------------
+
+
+def _save_llama(path: Path) -> None:
+    """A llama of about 8 MiB of weights (so most of its tensors lie outside the old windows)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ctxlens.lm.tiny import tiny_config
+    from ctxlens.zoo.tokenizer import byte_tokenizer
+
+    tok = byte_tokenizer()
+    torch.manual_seed(0)
+    config = tiny_config("llama", vocab_size=len(tok), bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.eos_token_id, hidden_size=256, intermediate_size=1024,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+def _tensor_outside(weights: Path) -> tuple[int, int, str]:
+    """(start, end, dtype) in the file of an F32 tensor that no old window touches, from the safetensors header."""
+    raw = weights.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    size = len(raw)
+    for name, info in sorted(header.items()):
+        if name == "__metadata__" or info["dtype"] != "F32":
+            continue
+        start, end = (8 + n + o for o in info["data_offsets"])
+        if end - start >= 4096 and all(outside(size, b) for b in (start, end - 1)) and not any(
+                start <= w.start < end for w in old_windows(size)):
+            return start, end, info["dtype"]
+    raise AssertionError("no tensor outside the old windows")
+
+
+def test_a_tensor_scaled_outside_the_old_windows_refuses_the_resume(tmp_path, capsys):
+    import numpy as np
+
+    model = tmp_path / "model"
+    _save_llama(model)
+    weights = model / "model.safetensors"
+    argv = ["run", "token-loss", "--model", str(model), "--no-progress", "--lengths", "16,24", "--n-samples", "1",
+            "--out", str(tmp_path / "run")]
+    original = weights.read_bytes()
+    start, end, _ = _tensor_outside(weights)
+    assert main(argv) == 0
+    units = (tmp_path / "run" / "units.jsonl").read_bytes().splitlines(keepends=True)
+    (tmp_path / "run" / "units.jsonl").write_bytes(b"".join(units[:-1]))  # as if killed before the last unit
+    with open(tmp_path / "run" / "results.jsonl", "r+b") as f:
+        f.truncate(json.loads(units[-2])["end"])
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    time.sleep(0.05)
+    scaled = (np.frombuffer(original[start:end], dtype="<f4") * 3).astype("<f4").tobytes()
+    weights.write_bytes(original[:start] + scaled + original[end:])  # one tensor times 3, same size
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "differ from those whose rows" in capsys.readouterr().err
+    assert before == {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    weights.write_bytes(original)  # the original weights back: the resume goes on
+    assert main(argv) == 0
+
+
+
+def test_a_run_recorded_with_an_old_sampled_fingerprint_is_refused_with_one_sentence(tmp_path):
+    """An older ctxlens recorded 32 hex digits of sampled windows: a resume cannot check the weights
+    against them, so it is refused by name (not taken for a change of weights, nor accepted)."""
+    import yaml
+
+    import ctxlens
+    from ctxlens.runner import execute
+
+    out = tmp_path / "run"
+    assert main(["run", "token-loss", "--model", "zoo:random-llama", "--out", str(out), "--no-progress",
+                 "--lengths", "8", "--n-samples", "2"]) == 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    (spec, now), = config["fingerprints"].items()
+    assert now.startswith(fp.FULL) and not fp.is_sampled(now)
+    lm = ctxlens.load(spec)
+    assert execute._same_weights(out, spec, lm) == now  # the same weights resume
+    config["fingerprints"][spec] = "0123456789abcdef0123456789abcdef"  # as an older ctxlens wrote it
+    (out / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(CtxlensError, match="older ctxlens"):
+        execute._same_weights(out, spec, lm)
