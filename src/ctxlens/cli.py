@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="allow lengths beyond the model's configured positions (and plan them by default)")
     r.add_argument("--no-progress", action="store_true",
                    help="no progress bar, and no plan or time estimate before the run")
+    r.add_argument("--max-hours", type=float,
+                   help="refuse (before any unit runs) a plan whose estimate from the throughput probe exceeds this")
 
     m = sub.add_parser("models", help="list supported model families and their analyses")
     m.add_argument("--all", action="store_true",
@@ -220,6 +222,11 @@ def _read_yaml(path: str) -> dict:
                 f"Unknown key '{key}' in '{path}'.{suggest(str(key), CONFIG_KEYS)} "
                 f"Known keys: {', '.join(CONFIG_KEYS)}."
             )
+    for key, kinds in (("experiment", str), ("model", str), ("out", str), ("models", (str, list)),
+                       ("options", dict), ("model_options", dict), ("fingerprints", dict)):
+        if data.get(key) is not None and not isinstance(data[key], kinds):
+            raise CtxlensError(f"'{key}' in '{path}' must be a {getattr(kinds, '__name__', 'name or list')}, not "
+                               f"{type(data[key]).__name__}; fix the config file.")
     return data
 
 
@@ -262,7 +269,8 @@ def _cmd_run(args, extra: list[str]) -> int:
                 f"--rope-scaling must be JSON, an object such as '{{\"rope_type\": \"linear\", \"factor\": 2}}' "
                 f"({str(err).split(' (')[0].removeprefix('--rope-scaling ')})."
             ) from None
-    store = run(experiment, models, out, options, model_options, progress=not args.no_progress)
+    store = run(experiment, models, out, options, model_options, progress=not args.no_progress,
+                max_hours=args.max_hours)
     from ctxlens.runner.store import read_rows
 
     print(f"{len(read_rows(out))} rows in {Path(out)} ({store.results_path.name})")

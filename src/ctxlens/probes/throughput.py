@@ -1,16 +1,20 @@
 """A short throughput probe of a loaded model on this machine: prefill and decode tokens/s.
 
-The runner prints a time estimate before a run from it, and ``ctxlens profile`` sizes its suite
-with it. Prefill is timed on random token ids at doubling lengths (32, 64, ...) until one forward
-takes a sizeable share of the budget or the model's positions run out; the last two lengths give
-the growth of the per-token cost with length (attention's quadratic term), so longer prompts are
-estimated slower than the probe's. Decode is timed as the extra time of a longer greedy
-generation over a one-token one from the same short prompt (neither may stop early). Batch 1
-throughout: an estimate, not a benchmark (``bench/`` holds those).
+The runner prints a time estimate before a run from it (and refuses a plan longer than
+``--max-hours``), and ``ctxlens profile`` sizes its suite with it. Prefill is timed at the plan's
+own lengths (issue 33 part 4: a probe at 32 tokens only measured the per-forward overhead, and
+estimates ran 3.5-7.5x long): one forward on random token ids at the shortest and one at the
+longest length the plan uses, the longest capped so that the probe stays within its budget. The
+per-token cost is linear in the length between the two (``a + b n``: the weights' cost per token
+and attention's quadratic term), so a forward of ``n`` tokens costs ``n (a + b n)`` seconds.
+Decode is timed at the plan's batch, as the extra time of a longer greedy generation over a
+one-token one from the same prompts (neither may stop early). An estimate, not a benchmark
+(``bench/`` holds those; ``bench/estimate_accuracy.py`` compares estimates with real runs).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -24,7 +28,7 @@ DECODE_PROMPT, DECODE_NEW = 32, 16
 @dataclass(frozen=True)
 class Throughput:
     """Prefill tokens/s of one forward over ``at`` tokens, the growth ``slope`` of the per-token
-    seconds per token of length (>= 0), decode tokens/s, and what the probe took."""
+    seconds per token of length (>= 0), decoding steps/s (at the probed batch), and what the probe took."""
 
     prefill: float
     at: int
@@ -41,8 +45,8 @@ class Throughput:
         return new_tokens / self.decode
 
     def describe(self) -> str:
-        return (f"prefill {self.prefill:,.0f} tokens/s at {self.at} tokens, decode {self.decode:,.1f} tokens/s "
-                f"(probe {self.seconds:.1f} s)")
+        pace = f"decode {self.decode:,.1f} steps/s" if math.isfinite(self.decode) else "no decoding"
+        return f"prefill {self.prefill:,.0f} tokens/s at {self.at} tokens, {pace} (probe {self.seconds:.1f} s)"
 
 
 def _timed(lm, fn) -> float:
@@ -62,34 +66,48 @@ def _best(lm, fn, cheap: float) -> float:
 
 
 @torch.inference_mode()
-def measure(lm, budget: float = 3.0, seed: int = 0) -> Throughput:
-    """Probe ``lm`` (an ``LM``) for about ``budget`` seconds (after two warm-up forwards); see the
-    module docstring."""
-    limit = min(MAX_PROBE, lm.info.max_positions or MAX_PROBE)
+def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1, decode: bool = True) -> Throughput:
+    """Probe ``lm`` (an ``LM``) for about ``budget`` seconds (after two warm-up forwards) at the
+    shortest and longest of ``lengths`` (default: 32 and the model's positions, up to 4096) and,
+    with ``decode``, decoding at ``batch`` (else its pace is left infinite: the plan generates
+    nothing); see the module docstring."""
+    limit = max(lengths) if lengths else MAX_PROBE
+    if lm.info.max_positions and not (lengths and getattr(lm, "extrapolate", False)):
+        limit = min(limit, lm.info.max_positions)
+    low = max(1, min(min(lengths) if lengths else START, limit))
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, lm.vocab_size, (1, limit), generator=gen)  # [1, limit]
+    ids = torch.randint(0, lm.vocab_size, (max(1, batch), limit), generator=gen)  # [batch, limit]
     for _ in range(2):  # warm-up: the first forwards of a process are several times slower
-        lm.final_hidden(ids[:, :min(16, limit)])
+        lm.final_hidden(ids[:1, :min(16, limit)])
     began = time.perf_counter()
-    points: list[tuple[int, float]] = []
-    n = min(START, limit)
-    while True:
-        window = ids[:, :n]  # [1, n]
-        points.append((n, _best(lm, lambda: lm.final_hidden(window), budget / 12)))  # noqa: B023 - called at once
-        if n >= limit or points[-1][1] > budget / 6 or time.perf_counter() - began > budget / 2:
-            break
-        n = min(2 * n, limit)
-    (n1, t1), (n2, t2) = points[-2] if len(points) > 1 else points[-1], points[-1]
-    slope = max(0.0, (t2 / n2 - t1 / n1) / (n2 - n1)) if n2 > n1 else 0.0
-    prompt = ids[:, :min(DECODE_PROMPT, limit - DECODE_NEW)] if limit > DECODE_NEW + 1 else ids[:, :1]
+    t_low = _best(lm, lambda: lm.final_hidden(ids[:1, :low]), budget / 12)
+    high = _longest(low, t_low, limit, budget / 3)
+    t_high = _best(lm, lambda: lm.final_hidden(ids[:1, :high]), budget / 12) if high > low else t_low
+    slope = max(0.0, (t_high / high - t_low / low) / (high - low)) if high > low else 0.0
+    pace = _decode_rate(lm, ids, limit, batch, budget - (time.perf_counter() - began)) if decode else math.inf
+    return Throughput(prefill=high / max(t_high, 1e-9), at=high, slope=slope, decode=pace,
+                      seconds=time.perf_counter() - began)
+
+
+def _longest(low: int, t_low: float, limit: int, allowed: float) -> int:
+    """The longest length up to ``limit`` whose forward should take at most ``allowed`` seconds,
+    from one forward of ``low`` tokens taking ``t_low`` (the cost grows at least linearly); at least ``low``."""
+    if t_low <= 0 or limit * t_low / low <= allowed:
+        return limit
+    return max(low, min(limit, int(low * allowed / t_low)))
+
+
+def _decode_rate(lm, ids, limit: int, batch: int, budget: float) -> float:
+    """Decoding steps per second of ``batch`` sequences after a short prompt: the extra steps over
+    the extra time of a longer generation from the same prompts; both generate exactly their count
+    (no end-of-text stop), and the shared prefill cancels out. The cost of a step's attention over a
+    long context is left out (the prefill's quadratic term dominates such prompts)."""
+    prompt_len = max(1, min(DECODE_PROMPT, limit - DECODE_NEW - 1)) if limit > DECODE_NEW + 1 else 1
+    prompt = ids[:max(1, batch), :prompt_len]  # [batch, prompt_len]
     pad = 0
     warm = _timed(lm, lambda: lm.greedy(prompt, 2, pad, 2))  # warm-up of the generation path, and its pace
-    new = max(2, min(DECODE_NEW, limit - prompt.shape[1], int(budget / 3 / max(warm / 2, 1e-6))))
-    # decode = the extra tokens over the extra time of a longer generation from the same prompt; both
-    # generate exactly their count (no end-of-text stop), and the shared prefill cancels out
-    t_one = _best(lm, lambda: lm.greedy(prompt, 1, pad, 1), budget / 12)
+    new = max(2, min(DECODE_NEW, limit - prompt_len, int(max(budget, 0.3) / 3 / max(warm / 2, 1e-6))))
+    t_one = _best(lm, lambda: lm.greedy(prompt, 1, pad, 1), max(budget, 0.3) / 12)
     t_new = _timed(lm, lambda: lm.greedy(prompt, new, pad, new))
     extra = t_new - t_one
-    decode = (new - 1) / extra if extra > 0 else new / t_new  # a noisy machine: at least the whole call's pace
-    return Throughput(prefill=n2 / max(t2, 1e-9), at=n2, slope=slope, decode=decode,
-                      seconds=time.perf_counter() - began)
+    return (new - 1) / extra if extra > 0 else new / t_new  # a noisy machine: at least the whole call's pace

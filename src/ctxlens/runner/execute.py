@@ -46,7 +46,7 @@ from ctxlens.core.env import environment
 from ctxlens.core.errors import CtxlensError, clip
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
-from ctxlens.runner import dist, lock, partial, plans
+from ctxlens.runner import dist, lock, partial, plans, preflight
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
 
 log = logging.getLogger(__name__)
@@ -245,10 +245,14 @@ def _same_weights(out: Path, spec: str, lm) -> str:
     """The loaded model's fingerprint, after checking it against the one the run recorded for
     ``spec`` (weights replaced under the same name must not mix two models' rows)."""
     from ctxlens.core.errors import CtxlensError
-    from ctxlens.lm.fingerprint import fingerprint
+    from ctxlens.lm.fingerprint import FULL, fingerprint, is_sampled
 
     now = fingerprint(lm.model)
     then = ((read_config(out) or {}).get("fingerprints") or {}).get(spec)
+    if isinstance(then, str) and now.startswith(FULL) and is_sampled(then):
+        raise CtxlensError(f"The run {out} was written by an older ctxlens whose fingerprint of '{spec[:200]}' read "
+                           "only parts of its weight files, so these weights cannot be checked against its rows; "
+                           "read it as it is (card, report), or resume it in a new --out directory.")
     if then is not None and then != now:
         raise CtxlensError(f"The weights of model '{spec[:200]}' differ from those whose rows {out} holds "
                            f"(fingerprint {now} vs {then}); restore the original weights to resume, or use a "
@@ -281,6 +285,7 @@ def run(
     announce: bool | None = None,
     loaded: dict | None = None,
     meta: dict | None = None,
+    max_hours: float | None = None,
 ) -> RunStore:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
 
@@ -292,6 +297,12 @@ def run(
     of loading them again (``ctxlens profile`` loads a model once for its whole suite). ``meta``:
     what the caller states about the run, written to config.yaml under ``meta`` and never compared
     on resume (``ctxlens profile``: the profile's length L, which the context-use card reads).
+    ``max_hours``: refuse a model whose estimate (from the probe, which then runs even without
+    ``announce``) exceeds it, before any of its units runs.
+
+    Before any model loads: the options (names, types, and the values read only at run time,
+    ``ctxlens.runner.preflight``), and every model's planned lengths against its positions, from
+    its config alone.
     """
     from ctxlens.core.errors import CtxlensError
 
@@ -301,7 +312,9 @@ def run(
 
         hf_logging.disable_progress_bar()
     exp = get_experiment(experiment)
-    config = make_config(exp.Config, options)
+    config = preflight.check(exp, options)
+    if max_hours is not None and not 0 < max_hours < 1e6:
+        raise CtxlensError(f"--max-hours must be a positive number of hours, got {max_hours}; e.g. --max-hours 2.")
     models = list(models) or list(exp.default_models)
     if not models:
         raise CtxlensError("No model given; pass --model SPEC (a hub id, a local directory or zoo:NAME).")
@@ -321,28 +334,62 @@ def run(
     writer = _Writer(out, run_cfg, shard, load_options.get("device"))
     try:
         return _run_models(exp, config, options, models, out, writer, shard, load_options, model_options,
-                           progress, announce, dict(loaded or {}))
+                           progress, announce, dict(loaded or {}), max_hours)
     finally:
         if writer.store is not None:
             writer.store.close()
 
 
-def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce,
-                loaded):
+def _plan_models(exp, config, options, models, out, shard, load_options, model_options, loaded) -> list[tuple]:
+    """(spec, plan, its units this process owns, those not yet committed) per model, each model's
+    lengths checked against its positions from its config (``preflight.check_lengths``): all
+    before any model loads."""
     done = committed_units(out)
     before = read_config(out) or {}
     recorded, listed_before = before.get("resolved") or {}, before.get("models") or []
     extrapolate = bool(model_options.get("allow_extrapolation"))
     read_options = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
-    index = 0
-    for position, spec in enumerate(models):
+    index, planned = 0, []
+    for spec in models:
         mp = plans.for_model(exp, options, config, spec, recorded, listed_before, extrapolate, read_options)
-        if exp.defaults is not None:
-            writer.resolved[spec] = mp.filled
         units = [{"model": spec, "experiment": exp.name, **u} for u in exp.plan(mp.config)]
         mine = [u for i, u in enumerate(units, start=index) if shard.owns(i)]
         index += len(units)
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
+        if todo and exp.loads_model:
+            info = loaded[spec].info if spec in loaded else mp.info or _config_info(spec, read_options)
+            preflight.check_lengths(spec, info, preflight.planned_lengths(mp.config, todo),
+                                    extrapolating(model_options))
+        planned.append((spec, mp, mine, todo))
+    return planned
+
+
+def extrapolating(model_options: dict) -> bool:
+    """Whether lengths beyond the positions are allowed: --allow-extrapolation, or a changed RoPE
+    (``LM.set_rope`` allows them, as ``_prepare`` applies it)."""
+    return any(model_options.get(k) is not None and model_options.get(k) is not False
+               for k in ("allow_extrapolation", "rope_theta", "rope_scaling"))
+
+
+def _config_info(spec: str, read_options: dict):
+    """``spec``'s ModelInfo from its config, or None when the config cannot be read here (then the
+    load says why, and the model checks its lengths as it runs)."""
+    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
+    from ctxlens.lm.info import read_info
+
+    try:
+        return read_info(spec, **read_options)
+    except CtxlensError:
+        return None
+
+
+def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce,
+                loaded, max_hours=None):
+    extrapolate = bool(model_options.get("allow_extrapolation"))
+    planned = _plan_models(exp, config, options, models, out, shard, load_options, model_options, loaded)
+    for position, (spec, mp, mine, todo) in enumerate(planned):
+        if exp.defaults is not None:
+            writer.resolved[spec] = mp.filled
         if not todo:
             continue
         (lm, columns), cache = _ready(exp, spec, load_options, model_options, loaded), {}
@@ -351,8 +398,8 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
         info = lm.info if exp.loads_model else mp.info
         if info is not None:
             writer.infos[spec] = info.as_dict()
-        if announce:
-            _announce(exp, mp, lm, todo, len(mine), extrapolate)
+        if announce or max_hours is not None:
+            _announce(exp, mp, lm, todo, len(mine), extrapolate, announce, max_hours)
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         listed_now = models[:position + 1]
         with count_tokens(lm if exp.loads_model else None):
@@ -416,18 +463,27 @@ def count_tokens(lm):
             handle.remove()
 
 
-def _announce(exp, mp, lm, todo, n_units, extrapolate) -> None:
-    """The plan to stderr (before any forward), then the estimate from a throughput probe."""
+def _announce(exp, mp, lm, todo, n_units, extrapolate, announce=True, max_hours=None) -> None:
+    """The plan to stderr (before any forward), then the estimate from a throughput probe at the
+    plan's lengths; with ``max_hours``, a plan estimated longer is refused here, before any unit."""
     info = lm.info if exp.loads_model else mp.info
-    print("\n".join(plans.describe(exp, mp, info, todo, n_units, extrapolate)), file=sys.stderr, flush=True)
-    if exp.loads_model:
-        from ctxlens.probes.throughput import measure
+    if announce:
+        print("\n".join(plans.describe(exp, mp, info, todo, n_units, extrapolate)), file=sys.stderr, flush=True)
+    if not exp.loads_model:
+        return
+    from ctxlens.probes.throughput import measure
 
-        try:
-            line = plans.estimate(exp, mp.config, todo, measure(lm))
-        except Exception as err:  # noqa: BLE001 - the estimate is a courtesy: the run goes on without it
-            line = f"  no time estimate: the throughput probe failed ({_one_line(err)})"
+    seconds = None
+    try:
+        speed = measure(lm, **plans.probe_shape(exp, mp.config, todo))
+        line, seconds = plans.estimate(exp, mp.config, todo, speed), plans.estimate_seconds(exp, mp.config, todo,
+                                                                                           speed)
+    except Exception as err:  # noqa: BLE001 - the estimate is a courtesy: the run goes on without it
+        line = f"  no time estimate: the throughput probe failed ({_one_line(err)})"
+    if announce:
         print(line, file=sys.stderr, flush=True)
+    if max_hours is not None and seconds is not None and seconds > max_hours * 3600:
+        raise CtxlensError(plans.too_long(exp, mp.spec, seconds, max_hours))
 
 
 def _one_line(err: Exception) -> str:

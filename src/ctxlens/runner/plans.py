@@ -22,6 +22,7 @@ from ctxlens.lm.info import ModelInfo, read_info
 from ctxlens.probes.throughput import Throughput
 
 SAMPLE_COUNTS = ("n_samples", "n_sequences", "n_windows")  # the fallback's sequences per unit
+SAMPLE_KEYS = ("sample", "window", "sequence")  # a unit with one of these is one sample (token-loss)
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,13 @@ def _show(values: dict) -> str:
 
 def unit_work(exp: Experiment, config, unit: dict) -> list[Work] | None:
     """The tokens ``unit`` processes: the experiment's ``work`` hook, else one forward of the unit's
-    ``length`` per sample of the config, else None (not known)."""
+    ``length`` per sample of the config (one, when the unit is itself one sample: it names its
+    ``sample`` index), else None (not known)."""
     if exp.work is not None:
         return exp.work(config, unit)
     length = unit.get("length")
+    if any(isinstance(unit.get(key), int) for key in SAMPLE_KEYS):
+        return [Work(1, length)] if isinstance(length, int) else None
     count = next((getattr(config, name) for name in SAMPLE_COUNTS if isinstance(getattr(config, name, None), int)),
                  None)
     return [Work(count, length)] if isinstance(length, int) and count else None
@@ -119,15 +123,40 @@ def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Seq
     return lines
 
 
-def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> str:
-    """One line: the estimated time of ``todo`` at the probe's pace (batch 1)."""
-    works = [unit_work(exp, config, u) for u in todo]
-    known = [w for ws in works if ws is not None for w in ws]
+def probe_shape(exp: Experiment, config, todo: Sequence[dict]) -> dict:
+    """What the throughput probe times for this plan (``measure``'s ``lengths`` and ``batch``): the
+    prompt lengths its units forward and the batch it decodes at; {} when it states no tokens."""
+    works = [w for u in todo for w in unit_work(exp, config, u) or []]
+    if not works:
+        return {}
+    decoding = [w.batch for w in works if w.new_tokens]
+    return {"lengths": sorted({w.length for w in works}), "batch": max(decoding) if decoding else 1,
+            "decode": bool(decoding)}
+
+
+def estimate_seconds(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> float | None:
+    """The estimated seconds of ``todo``: each unit's forwards at the probe's per-token cost for
+    their length, plus its decoding steps at the probe's pace; None when no unit states its tokens."""
+    known = [w for u in todo for w in unit_work(exp, config, u) or []]
     if not known:
+        return None
+    return sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps) for w in known)
+
+
+def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> str:
+    """One line: the estimated time of ``todo`` at the probe's pace."""
+    seconds = estimate_seconds(exp, config, todo, speed)
+    if seconds is None:
         return f"  throughput: {speed.describe()}; no time estimate (the experiment states no token counts)"
-    seconds = sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps) for w in known)
-    partial = " for the units with known tokens" if None in works else ""
-    return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; batch 1, from a short probe on "
-            "this machine)")
+    partial = " for the units with known tokens" if any(unit_work(exp, config, u) is None for u in todo) else ""
+    return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; from a short probe at the plan's "
+            "lengths on this machine)")
+
+
+def too_long(exp: Experiment, spec: str, seconds: float, max_hours: float) -> str:
+    """The sentence refusing a plan whose estimate exceeds ``--max-hours``."""
+    return (f"The plan of {exp.name} on '{spec[:120]}' is estimated at about {duration(seconds)} "
+            f"({seconds / 3600:.2f} h), over --max-hours {max_hours:g}; shrink it (fewer or shorter --lengths, a "
+            "smaller --n-samples, fewer --tasks) or raise --max-hours. None of its units ran.")
 
 
