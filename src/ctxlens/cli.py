@@ -366,9 +366,9 @@ def _cmd_zoo(args) -> int:
 
 
 def _cmd_card(args) -> int:
-    from ctxlens.findings.card import card_of_runs
-    from ctxlens.report.card import card_markdown
-    from ctxlens.results import read_runs
+    from ctxlens.findings.card import card_of_runs, line_costs
+    from ctxlens.report.card import card_markdown, cost_markdown
+    from ctxlens.results import profile_costs, read_runs
     from ctxlens.tasks.scoring import THRESHOLD
 
     runs = read_runs(args.runs)
@@ -380,6 +380,9 @@ def _cmd_card(args) -> int:
         print("no run holds rows of the card's experiments (ruler, niah-depth, loss-vs-length, ...); nothing to show.")
         return 1
     print(card_markdown(card))
+    costs = cost_markdown(card, {m: line_costs(parts) for m, parts in profile_costs(runs).items()})
+    if costs:
+        print("\n" + costs)
     return 0
 
 

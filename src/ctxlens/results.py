@@ -157,12 +157,28 @@ def load(paths: str | os.PathLike | Iterable[str | os.PathLike]):
     return frame(read_runs(paths))
 
 
-def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
-    """{model spec: {part: why it has no rows}} from the ``profile.json`` of the profiles the
-    ``runs`` belong to (``DIR/<model>/<part>``: two levels up): the parts the model cannot do
-    (``skipped``) and those the budget left out (``left_out``), in the record's words. An
-    unreadable or foreign record says nothing (the card then says only that rows are missing)."""
-    out: dict[str, dict[str, str]] = {}
+def profile_costs(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
+    """{model spec: {experiment: {"seconds": spent, "tokens": planned}}} of the parts the ``profile.json``
+    of the ``runs``' profiles records as run (done or failed), summed over a part's runs (a top-up adds
+    to its part). Values that are not finite non-negative numbers are left out."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for state_spec, state in _profile_states(runs):
+        parts = state.get("parts")
+        for part in parts if isinstance(parts, list) else ():
+            if not isinstance(part, dict) or part.get("status") not in ("done", "failed"):
+                continue
+            seconds, tokens = part.get("spent_s"), part.get("tokens")
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
+                       for v in (seconds, tokens)):
+                continue
+            cost = out.setdefault(state_spec, {}).setdefault(str(part.get("experiment")), {"seconds": 0.0, "tokens": 0})
+            cost["seconds"] += float(seconds)
+            cost["tokens"] += int(tokens)
+    return out
+
+
+def _profile_states(runs: list[Run]):
+    """(model spec, its state) of every readable ``profile.json`` the ``runs`` belong to."""
     for root in dict.fromkeys(run.path.parent.parent for run in runs):
         record_file = root / "profile.json"
         try:
@@ -171,12 +187,21 @@ def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
             continue
         models = record.get("models") if isinstance(record, dict) else None
         for spec, state in (models.items() if isinstance(models, dict) else ()):
-            if not isinstance(state, dict):
-                continue
-            gaps = out.setdefault(str(spec), {})
-            for key, say in (("skipped", "not run: {}"), ("left_out", "left out by the budget ({}); a larger "
-                                                                         "--budget buys it")):
-                why = state.get(key)
-                if isinstance(why, dict):
-                    gaps.update({str(part): say.format(text_safe(str(reason))[:200]) for part, reason in why.items()})
+            if isinstance(state, dict):
+                yield str(spec), state
+
+
+def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
+    """{model spec: {part: why it has no rows}} from the ``profile.json`` of the profiles the
+    ``runs`` belong to (``DIR/<model>/<part>``: two levels up): the parts the model cannot do
+    (``skipped``) and those the budget left out (``left_out``), in the record's words. An
+    unreadable or foreign record says nothing (the card then says only that rows are missing)."""
+    out: dict[str, dict[str, str]] = {}
+    for spec, state in _profile_states(runs):
+        gaps = out.setdefault(spec, {})
+        for key, say in (("skipped", "not run: {}"), ("left_out", "left out by the budget ({}); a larger "
+                                                                 "--budget buys it")):
+            why = state.get(key)
+            if isinstance(why, dict):
+                gaps.update({str(part): say.format(text_safe(str(reason))[:200]) for part, reason in why.items()})
     return out

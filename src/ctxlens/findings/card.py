@@ -108,6 +108,25 @@ def ordered() -> list[CardLine]:
     return sorted((line for _, line in LINES.items()), key=lambda c: c.order)
 
 
+def line_costs(parts: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """{line key: {"seconds", "tokens", "parts", "shared"}} from one model's part costs ``parts``
+    ({experiment: {"seconds", "tokens"}}, ``ctxlens.results.profile_costs``): a line costs the parts it
+    reads; a part read by k lines is charged 1/k to each ("shared" names those), so the lines' costs sum
+    to the parts'. Lines that read no measured part are left out."""
+    readers: dict[str, int] = {}
+    for c in ordered():
+        for part in c.reads:
+            readers[part] = readers.get(part, 0) + 1
+    out = {}
+    for c in ordered():
+        mine = [p for p in c.reads if p in parts]
+        if mine:
+            out[c.key] = {"seconds": sum(parts[p]["seconds"] / readers[p] for p in mine),
+                          "tokens": sum(parts[p]["tokens"] / readers[p] for p in mine),
+                          "parts": mine, "shared": [p for p in mine if readers[p] > 1]}
+    return out
+
+
 def questions() -> dict[str, tuple[str, str, str]]:
     """{key: (question, paper, expectation)} in card order."""
     return {c.key: (c.question, c.paper, c.expected) for c in ordered()}

@@ -25,7 +25,7 @@ import matplotlib
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
 from ctxlens.findings import FINDINGS, compute_findings
-from ctxlens.findings.card import Line, card_of_runs
+from ctxlens.findings.card import Line, card_of_runs, line_costs
 from ctxlens.findings.models import recorded_infos
 from ctxlens.report import card as _card
 from ctxlens.report import findings as _findings
@@ -34,7 +34,7 @@ from ctxlens.report.figures import RC, Palette, Panel, data_uri, save
 from ctxlens.report.registry import Context, plotters
 from ctxlens.report.style import CSS
 from ctxlens.report.warnings import row_warnings, run_warnings
-from ctxlens.results import RUN_COLUMN, Run, frame, read_runs
+from ctxlens.results import RUN_COLUMN, Run, frame, profile_costs, read_runs
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class Report:
     palette: Palette
     files: list[Path] = field(default_factory=list)
     card: dict[str, list[Line]] = field(default_factory=dict)  # the context-use card: model -> lines
+    costs: dict[str, dict[str, dict]] = field(default_factory=dict)  # model -> line key -> its profile cost
 
     @property
     def panels(self) -> list[tuple[str, Panel]]:
@@ -157,6 +158,7 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
     report = Report(out, fig_dir, read, sections, warnings, table, palette)
     try:
         report.card = card_of_runs(read, card_models, ctx.threshold)
+        report.costs = {m: line_costs(parts) for m, parts in profile_costs(read).items()}
     except Exception as err:  # the card must not take the whole report down
         if strict:
             raise
@@ -271,7 +273,9 @@ def page(report: Report, images: dict[str, bytes], title: str) -> str:
     if report.card:
         beside = [(p.title, images[p.name]) for s in report.sections if s.experiment in _card.BESIDE
                   for p in s.panels[:1] if p.name in images]
-        body.append(_card.card_section(report.card, beside, {m: short_label(m) for m in report.card}))
+        labels = {m: short_label(m) for m in report.card}
+        body.append(_card.card_section(report.card, beside, labels))
+        body.append(_card.cost_table(report.card, report.costs, labels))
     if report.findings:
         body.append(h.el("section", h.el("h2", "Findings"), _findings.findings_table(report.findings),
                          id="findings"))

@@ -88,3 +88,46 @@ def card_markdown(card: dict[str, list[Line]], labels: dict[str, str] | None = N
             cells.append("; ".join(p for p in [head, _md(line.uncertainty), _md(line.verdict)] if p) or "-")
         out.append(f"| {_md(question)} | {_md(expected)} | " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def _cost(cost: dict | None) -> str:
+    """'3.2 min, 81,920 tokens (shared: niah-depth)' of one line's cost (``findings.card.line_costs``)."""
+    if not cost:
+        return "-"
+    shared = f" (a share of {', '.join(cost['shared'])})" if cost["shared"] else ""
+    return f"{cost['seconds'] / 60:.1f} min, {int(round(cost['tokens'])):,} tokens{shared}"
+
+
+def cost_rows(card: dict[str, list[Line]], costs: dict[str, dict[str, dict]]) -> list[tuple[str, list[str]]]:
+    """[(question, [cost per model])] of the lines with a cost on some model (``costs``: {model: {line
+    key: cost}}), in card order."""
+    models = list(card)
+    return [(question, [_cost(costs.get(m, {}).get(key)) for m in models])
+            for key, (question, _paper, _expected) in questions().items()
+            if any(key in costs.get(m, {}) for m in models)]
+
+
+def cost_markdown(card: dict[str, list[Line]], costs: dict[str, dict[str, dict]],
+                  labels: dict[str, str] | None = None) -> str:
+    """What each line of ``card`` cost on each model, as a Markdown table ('' when the runs record no
+    cost: runs made outside a profile)."""
+    rows = cost_rows(card, costs)
+    if not rows:
+        return ""
+    labels = labels or {}
+    out = ["| cost of the line (the profile's time and tokens) | " + " | ".join(_md(labels.get(m, m)) for m in card)
+           + " |", "|---|" + "---|" * len(card)]
+    out += [f"| {_md(q)} | " + " | ".join(_md(c) for c in cells) + " |" for q, cells in rows]
+    return "\n".join(out)
+
+
+def cost_table(card: dict[str, list[Line]], costs: dict[str, dict[str, dict]],
+               labels: dict[str, str] | None = None) -> Raw | str:
+    """``cost_markdown`` as an HTML table ('' without costs)."""
+    rows = cost_rows(card, costs)
+    if not rows:
+        return ""
+    labels = labels or {}
+    head = el("tr", [el("th", "cost of the line"), *[el("th", labels.get(m, m)) for m in card]])
+    body = [el("tr", el("td", q), *[el("td", c) for c in cells]) for q, cells in rows]
+    return el("div", el("table", el("thead", head), el("tbody", body), class_="data"), class_="scroll")
