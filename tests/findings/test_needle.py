@@ -12,9 +12,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ctxlens.core.stats import mcnemar_mde, mcnemar_power, sign_flip_p
+from ctxlens.core.stats import mcnemar_mde, mcnemar_power, pooled_two_proportion_z, sign_flip_p
 from ctxlens.findings.lines.needle import RULER_13, effective, middle_dip, retrieval_2l
-from ctxlens.findings.long_sequence import DEPTH_GRID, MIN_DIP, MIN_DROP, _proportion_drop
+from ctxlens.findings.long_sequence import DEPTH_GRID, MIN_DIP, MIN_DROP
 
 L = 1024
 Q = NormalDist().inv_cdf
@@ -83,7 +83,8 @@ def _lengths(p_at: float, p_beyond: float) -> dict:
 
 
 def _old_z(rows, first, second) -> bool:
-    z = _proportion_drop([r["score"] / 100 for r in rows if first(r)], [r["score"] / 100 for r in rows if second(r)])[2]
+    z = pooled_two_proportion_z([r["score"] / 100 for r in rows if first(r)],
+                                [r["score"] / 100 for r in rows if second(r)])[2]
     return z is not None and z > 1.6448536269514722
 
 

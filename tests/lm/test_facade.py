@@ -52,7 +52,7 @@ def test_an_early_stop_leaves_no_hook_or_recorder_behind(ids):
     lm.scan_qk(ids[:1], [0], lambda view: seen.append((view.layer, tuple(view.q.shape))))
     assert seen == [(0, (lm.n_heads, ids.shape[1], lm.head_dim))]
     lm.capture(ids, residual=[0], qk=[0])
-    assert not attn_fn._RECORDERS
+    assert not attn_fn.RECORDERS
     assert all(not layer._forward_hooks and not layer._forward_pre_hooks for layer in lm.layers)
 
 

@@ -147,7 +147,7 @@ def test_head_masking_is_refused_when_heads_do_not_tile_the_projection(monkeypat
     family = infer.infer_family(model)
     lm = LM(model, None, dataclasses.replace(family, unsupported=()), name="phi3")
     monkeypatch.setattr(type(lm), "n_heads", property(lambda self: 3), raising=False)
-    assert "whole number" in infer_attention.check_head_mask(lm, 0, infer_probe._probe_ids(model))
+    assert "whole number" in infer_attention.check_head_mask(lm, 0, infer_probe.probe_ids(model))
 
 
 @pytest.mark.parametrize("model_type", ["minicpm3", "modernbert-decoder"])

@@ -335,3 +335,83 @@ def mcnemar_mde(n: int, discordance: float = 0.0, alpha: float = 0.05, power: fl
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if mcnemar_power(n, mid * step, discordance, alpha) >= power else (mid, hi)
     return round(hi * step, 10)
+
+
+# ------------------------------------------------------------------ summaries of bootstrap draws and samples
+# Moved here from the findings (issue 34): the resampled mean of the needle and RULER lines, Holm's
+# procedure, the pooled two-proportion z, and the SD, percentile interval and quartiles of a sample.
+
+
+def mean_resamples(values: Sequence[float], rng: np.random.Generator, n_boot: int = 2000) -> np.ndarray:
+    """[n_boot] means of ``n_boot`` resamples (with replacement, one ``rng.integers`` call) of
+    ``values`` [n >= 2], each value's deviation from the mean scaled by sqrt(n / (n - 1)) first, so
+    that the variance of the resampled mean is the unbiased s^2 / n rather than (n - 1) s^2 / n^2
+    (few items: a handful of haystacks, or RULER samples per task)."""
+    x = np.asarray(values, dtype=np.float64)  # [n]
+    x = x.mean() + (x - x.mean()) * math.sqrt(len(x) / (len(x) - 1))
+    return x[rng.integers(0, len(x), (n_boot, len(x)))].mean(axis=1)  # [n_boot]
+
+
+def bootstrap_mean(values: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                   bounds: tuple[float, float] = (-math.inf, math.inf)) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean of ``values`` (``mean_resamples``, seeded),
+    clipped to ``bounds`` (the range of the values); ``bounds`` itself below two values."""
+    if len(values) < 2:
+        return bounds
+    lo, hi = np.quantile(mean_resamples(values, np.random.default_rng(seed), n_boot), [0.025, 0.975])
+    return max(bounds[0], float(lo)), min(bounds[1], float(hi))
+
+
+def holm(p: dict[str, float], alpha: float = 0.05) -> set[str]:
+    """The keys of ``p`` (one p-value per hypothesis) that Holm's step-down procedure rejects at
+    family-wise level ``alpha``: the smallest p below alpha / m, the next below alpha / (m - 1), ...,
+    stopping at the first that is not."""
+    order = sorted(p, key=lambda k: p[k])
+    out = set()
+    for i, k in enumerate(order):
+        if p[k] >= alpha / (len(order) - i):
+            break
+        out.add(k)
+    return out
+
+
+def pooled_two_proportion_z(first: Sequence[float], second: Sequence[float]) -> tuple[float, float, float | None]:
+    """(mean of ``first``, mean of ``second``, z) of the pooled, unpaired two-proportion z test on
+    0/1 outcomes; z is None when the pooled variance is 0. Valid only for independent outcomes."""
+    n1, n2 = len(first), len(second)
+    p1, p2 = sum(first) / n1, sum(second) / n2
+    pooled = (sum(first) + sum(second)) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    return p1, p2, None if se == 0 else (p1 - p2) / se
+
+
+def _finite(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """The finite entries of ``values`` (None dropped) as float64 [m]."""
+    v = np.asarray([np.nan if x is None else x for x in values], dtype=np.float64)
+    return v[np.isfinite(v)]
+
+
+def sample_sd(values: Sequence[float | None] | np.ndarray) -> float | None:
+    """The sample standard deviation (n - 1 in the denominator) of the finite ``values``; None with
+    fewer than two."""
+    v = _finite(values)
+    return float(np.std(v, ddof=1)) if len(v) > 1 else None
+
+
+def percentile_interval(values: Sequence[float | None] | np.ndarray, tail: float = 0.025
+                        ) -> tuple[float, float] | None:
+    """(the ``tail`` and 1 - ``tail`` quantiles) of the finite ``values`` (bootstrap draws, say);
+    None when there are none."""
+    v = _finite(values)
+    if not len(v):
+        return None
+    lo, hi = np.quantile(v, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(first quartile, median, third quartile) of ``values`` (linear interpolation); None when empty."""
+    if not len(values):
+        return None
+    q = np.quantile(np.asarray(values, dtype=float), [0.25, 0.5, 0.75])
+    return float(q[0]), float(q[1]), float(q[2])

@@ -1,6 +1,6 @@
 """Reading local ``.txt``, ``.jsonl`` and ``.parquet`` files, one document at a time.
 
-A ``.txt`` file is one document (``_read_txt`` can read just its first bytes, cut at a
+A ``.txt`` file is one document (``read_txt`` can read just its first bytes, cut at a
 newline, so a huge file is not read whole for a few windows); a ``.jsonl`` file holds one JSON
 object per line and a ``.parquet`` file one row per document, the text in field
 ``text_field``. Problems inside a file (not UTF-8, bad JSON, a missing or non-text field)
@@ -20,16 +20,16 @@ from ctxlens.core.errors import CtxlensError
 _PARQUET_BATCH_ROWS = 1024
 
 
-def _read_file(path: Path, text_field: str) -> Iterator[str | None]:
+def read_file(path: Path, text_field: str) -> Iterator[str | None]:
     suffix = path.suffix.lower()
     if suffix == ".txt":
-        return iter([_read_txt(path)[0]])
+        return iter([read_txt(path)[0]])
     if suffix == ".jsonl":
         return _read_jsonl(path, text_field)
     return _read_parquet(path, text_field)
 
 
-def _read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
+def read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
     """The text of a .txt file and whether it was cut: with ``budget``, at most that many bytes,
     ending at the last newline within them (so a 2 GB file is not read whole for 4K tokens)."""
     with open(path, "rb") as f:
@@ -55,7 +55,7 @@ def _read_jsonl(path: Path, text_field: str) -> Iterator[str | None]:
             for number, line in enumerate(lines, start=1):
                 if line.strip():
                     record = _parse_json_line(path, number, line)
-                    yield _field(record, text_field, where=f"'{path}' line {number}")
+                    yield record_text(record, text_field, where=f"'{path}' line {number}")
         except UnicodeDecodeError:
             raise CtxlensError(
                 f"JSON lines file '{path}' is not UTF-8 text; convert it to UTF-8 or remove "
@@ -98,7 +98,7 @@ def _read_parquet(path: Path, text_field: str) -> Iterator[str | None]:
                 yield _check_text(row, text_field, where=f"'{path}'")
 
 
-def _field(record: dict[str, Any], text_field: str, *, where: str) -> str | None:
+def record_text(record: dict[str, Any], text_field: str, *, where: str) -> str | None:
     """``record[text_field]`` as text (None when null), with errors that name the fields."""
     if text_field not in record:
         raise _missing_field(where, text_field, record.keys())
@@ -123,6 +123,6 @@ def _missing_field(where: str, text_field: str, names: Iterable[str]) -> Ctxlens
     )
 
 
-def _non_empty(texts: Iterable[str | None]) -> Iterator[str]:
+def non_empty(texts: Iterable[str | None]) -> Iterator[str]:
     """Drop null, empty and whitespace-only documents."""
     return (text for text in texts if text is not None and text.strip())

@@ -21,9 +21,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import ctxlens.data.corpus as corpus
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.data import corpus
-from ctxlens.data.files import _field, _non_empty, _read_file, _read_txt
+from ctxlens.data.files import non_empty, read_file, read_txt, record_text
 
 __all__ = [
     "TEXT_EXTENSIONS",
@@ -81,12 +81,12 @@ class FileSource(TextSource):
         self.cut = False
         for path in self.paths:
             if path.suffix.lower() == ".txt":
-                text, self.cut = _read_txt(path, self.byte_budget)
-                yield from _non_empty([text])
+                text, self.cut = read_txt(path, self.byte_budget)
+                yield from non_empty([text])
                 if self.cut:
                     return  # the files after a cut one would come too early in the stream
             else:
-                yield from _non_empty(_read_file(path, self.text_field))
+                yield from non_empty(read_file(path, self.text_field))
 
 
 class HubSource(TextSource):
@@ -100,7 +100,7 @@ class HubSource(TextSource):
     def documents(self) -> Iterator[str]:
         where = f"Dataset '{self.spec}'"
         for row, example in enumerate(self.dataset):
-            text = _field(example, self.text_field, where=f"{where} row {row}")
+            text = record_text(example, self.text_field, where=f"{where} row {row}")
             if text is not None and text.strip():
                 yield text
 

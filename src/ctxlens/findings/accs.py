@@ -196,17 +196,9 @@ def expanded_tail(k: int, alpha: float = 0.05) -> float:
 
 def _interval(values: np.ndarray, k: int) -> tuple[float, float] | None:
     """95% expanded percentile interval of bootstrap ``values`` over k windows (NaN draws dropped)."""
-    v = values[np.isfinite(values)]
-    if len(v) < 10 or k < 2:
+    if np.isfinite(values).sum() < 10 or k < 2:
         return None
-    tail = expanded_tail(k)
-    lo, hi = np.quantile(v, [tail, 1 - tail])
-    return float(lo), float(hi)
-
-
-def _sd(values: np.ndarray) -> float | None:
-    v = values[np.isfinite(values)]
-    return float(np.std(v, ddof=1)) if len(v) > 1 else None
+    return stats.percentile_interval(values, expanded_tail(k))
 
 
 def trend_test(data: WindowData, n_boot: int = N_BOOT, seed: int = 0, layers: list | None = None) -> dict:
@@ -230,7 +222,7 @@ def trend_test(data: WindowData, n_boot: int = N_BOOT, seed: int = 0, layers: li
     s, a = s[:, idx], a[:, idx]
     for name, v in (("ACCS", s - a), ("S", s), ("A", a)):
         rhos = spearman_rows(v)
-        out[f"ci_{name}"], out[f"sd_{name}"] = _interval(rhos, data.k), _sd(rhos)
+        out[f"ci_{name}"], out[f"sd_{name}"] = _interval(rhos, data.k), stats.sample_sd(rhos)
     ci = out["ci_ACCS"]
     verdict = None if data.k < MIN_WINDOWS or ci is None else -1 if ci[1] < 0 else 1 if ci[0] > 0 else 0
     return {**out, "verdict": verdict}
@@ -260,7 +252,7 @@ def plateau_test(data: WindowData, n_boot: int = N_BOOT, seed: int = 0,
     out["ci_total"] = _interval(tb, data.k)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = np.where(tb > 0, fb / tb, np.nan)
-    out["ci"], out["sd"] = _interval(ratios, data.k), _sd(ratios)
+    out["ci"], out["sd"] = _interval(ratios, data.k), stats.sample_sd(ratios)
     determined = out["ci_total"] is not None and out["ci_total"][0] > 0 and out["ratio"] is not None
     out["determined"] = determined
     if not determined or out["ci"] is None or data.k < MIN_WINDOWS:

@@ -84,7 +84,7 @@ class CardLine:
 
 def _discover() -> None:
     """Import every module of ``ctxlens.findings.lines`` (each registers its lines)."""
-    from ctxlens.findings import lines
+    import ctxlens.findings.lines as lines
 
     for mod in pkgutil.iter_modules(lines.__path__):
         importlib.import_module(f"{lines.__name__}.{mod.name}")

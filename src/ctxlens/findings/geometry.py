@@ -16,15 +16,15 @@ from ctxlens.core.papers import named
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_result, plateau_result
 from ctxlens.findings.models import local_model, recurrent_hybrid, rope_transformer
-from ctxlens.findings.verdicts import Rows, _num, _shows, _verdicts, as_models
+from ctxlens.findings.verdicts import Rows, as_models, number, shows, verdicts_row
 
 
 def _depth_words(t: dict) -> str:
     ci = t.get("ci_ACCS")
     interval = "no per-window rows" if not t["per_window"] else (
-        f"95% CI {_num(ci[0])} to {_num(ci[1])} over {t['k']} windows" if ci else f"{t['k']} windows")
-    return (f"length {t['length']}: spearman(layer, ACCS) = {_num(t.get('rho_ACCS'))} ({interval}); "
-            f"S {_num(t.get('rho_S'))}, A {_num(t.get('rho_A'))}")
+        f"95% CI {number(ci[0])} to {number(ci[1])} over {t['k']} windows" if ci else f"{t['k']} windows")
+    return (f"length {t['length']}: spearman(layer, ACCS) = {number(t.get('rho_ACCS'))} ({interval}); "
+            f"S {number(t.get('rho_S'))}, A {number(t.get('rho_A'))}")
 
 
 def _falls(t: dict) -> bool | None:
@@ -50,11 +50,11 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
 
     def control(name: str) -> str:
         t = trend(controls.get(name), models.length(name))
-        return "not run" if t is None else _shows(_falls(t))
+        return "not run" if t is None else shows(_falls(t))
 
-    return _verdicts("ACCS falls with layer depth", named("geometry", "Section 4, Figure 1"),
-                     "95% window-bootstrap interval of spearman(layer, ACCS) below 0, within the training length",
-                     rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
+    return verdicts_row("ACCS falls with layer depth", named("geometry", "Section 4, Figure 1"),
+                        "95% window-bootstrap interval of spearman(layer, ACCS) below 0, within the training length",
+                        rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
 
 
 def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[int], bool]):
@@ -70,8 +70,9 @@ def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[
         ok = None if p["verdict"] is None else p["verdict"] == want
         oks.append(ok)
         ci = p.get("ci")
-        where = f"95% CI {_num(ci[0])} to {_num(ci[1])}, {p['k']} windows" if ci else f"{p['k']} windows, no interval"
-        parts.append(f"length {length}: plateau ratio {_num(p.get('ratio'))} ({where})")
+        where = (f"95% CI {number(ci[0])} to {number(ci[1])}, {p['k']} windows" if ci
+                 else f"{p['k']} windows, no interval")
+        parts.append(f"length {length}: plateau ratio {number(p.get('ratio'))} ({where})")
     ok = False if False in oks else None if None in oks else True
     return "; ".join(parts), ok
 
@@ -86,10 +87,10 @@ def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str
 
     def control(name: str) -> str:
         got = _plateau_check(rows, controls.get(name), want, within(name))
-        return "not run" if got is None else _shows(got[1])
+        return "not run" if got is None else shows(got[1])
 
-    return _verdicts(finding, named("geometry", "Section 5.2, Figure 4, Table 4"), expected, rule, models,
-                     lambda n: _plateau_check(rows, models.get(n), want, within(n)), where, control)
+    return verdicts_row(finding, named("geometry", "Section 5.2, Figure 4, Table 4"), expected, rule, models,
+                        lambda n: _plateau_check(rows, models.get(n), want, within(n)), where, control)
 
 
 _RATIO = (f"plateau ratio (ACCS(b_min) - ACCS({FAR_BOUNDARY})) / (ACCS(b_min) - ACCS(1.0)), last layer, "

@@ -15,7 +15,7 @@ from collections import defaultdict
 from ctxlens.core.papers import named
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import any_model
-from ctxlens.findings.verdicts import APPLIES, Rows, _num, _row, _verdicts, _word
+from ctxlens.findings.verdicts import APPLIES, Rows, finding_row, number, verdicts_row, yes_no
 
 OWN_MODELS = "the small models it trains on sparse parity"
 LINEAR_R = 0.97  # the intrinsic-entropy paper Figure 1: entropy measures correlate with CE at |r| > 0.97
@@ -36,7 +36,7 @@ def optimal_context_grows(rows: Rows, models: dict[str, str], controls: dict[str
     expected = ("optimum strictly inside the length grid for most training-set sizes, and non-decreasing in the "
                 "size, larger at the largest size than at the smallest")
     if not got:
-        return _row(finding, paper, expected, "-", "not measured", [], "not measured: no optimal-context rows")
+        return finding_row(finding, paper, expected, "-", "not measured", [], "not measured: no optimal-context rows")
     by_model = defaultdict(list)
     for r in got:
         by_model[r.get("model")].append(r)
@@ -50,9 +50,9 @@ def optimal_context_grows(rows: Rows, models: dict[str, str], controls: dict[str
     ok = len(inside) * 2 > len(sizes) and grows
     measured = {f"n_train={n}": f"optimal ctl {optimum[n]}" for n in sizes}
     measured["grid"] = f"ctl {grid[0]}..{grid[-1]} ({len(grid)} lengths)"
-    note = f"model {model}; optimum inside the grid for {len(inside)} of {len(sizes)} sizes; grows: {_word(grows)}"
-    return _row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)], note,
-                **{APPLIES: OWN_MODELS})
+    note = f"model {model}; optimum inside the grid for {len(inside)} of {len(sizes)} sizes; grows: {yes_no(grows)}"
+    return finding_row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)], note,
+                       **{APPLIES: OWN_MODELS})
 
 
 def optimal_lengths(rows: list[dict]) -> dict[int, int]:
@@ -84,15 +84,16 @@ def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls:
         t = entropy_test(rows.of("intrinsic-entropy", models.get(name)))
         if t is None:
             return None
-        shown = f"r(CE, S_{t['n_eig']}) = {_num(t['r'])}, S slope {_num(t['slope'])} over {len(t['lengths'])} lengths"
+        shown = (f"r(CE, S_{t['n_eig']}) = {number(t['r'])}, S slope {number(t['slope'])} "
+                 f"over {len(t['lengths'])} lengths")
         if t["why"]:
             return f"{shown}; not tested: {t['why']}", None
-        return f"{shown}; r 95% CI {_num(t['r_ci'][0])} to {_num(t['r_ci'][1])}", bool(t["rises"] and t["negative"])
+        return f"{shown}; r 95% CI {number(t['r_ci'][0])} to {number(t['r_ci'][1])}", bool(t["rises"] and t["negative"])
 
     paper = named("intrinsic-entropy", "Section 2.2.2, Eq. 2, Figure 1; Appendix G")
-    return _verdicts("CE is linear in intrinsic entropy", paper,
-                     f"over >= {MIN_LENGTHS} lengths, S_n rises with l and r(CE, S_n) < 0 (bootstrap over windows; "
-                     f"{SCOPE})", any_model, models, check, "intrinsic-entropy rows")
+    return verdicts_row("CE is linear in intrinsic entropy", paper,
+                        f"over >= {MIN_LENGTHS} lengths, S_n rises with l and r(CE, S_n) < 0 (bootstrap over windows; "
+                        f"{SCOPE})", any_model, models, check, "intrinsic-entropy rows")
 
 
 def ce_linear_in_dimension_parity(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -106,12 +107,12 @@ def ce_linear_in_dimension_parity(rows: Rows, models: dict[str, str], controls: 
     expected = f"Pearson r(CE, intrinsic dimension at threshold 0.05) <= -{LINEAR_R}"
     fit = _linear_fit(got, threshold=0.05)
     if "pearson_r" not in fit:
-        return _row(finding, paper, expected, "-", "not measured",
+        return finding_row(finding, paper, expected, "-", "not measured",
                     [], "not measured: no parity-dimension fit at threshold 0.05")
     r = fit["pearson_r"]
     ok = r is not None and r <= -LINEAR_R
     measured = {"pearson_r": r, "r2": fit.get("r2"), "slope x subtasks": fit.get("slope_x_tasks"),
                 "paper slope": -0.693}
     model = next((x.get("model") for x in got if x.get("model")), "parity-mlp")
-    return _row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)],
-                **{APPLIES: OWN_MODELS})
+    return finding_row(finding, paper, expected, measured, "reproduced" if ok else "not reproduced", [str(model)],
+                       **{APPLIES: OWN_MODELS})

@@ -38,13 +38,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-import numpy as np
-
 from ctxlens.core.papers import named
-from ctxlens.core.stats import mcnemar_exact, mcnemar_mde, newcombe_paired, sign_flip_p
+from ctxlens.core.stats import bootstrap_mean, holm, mcnemar_exact, mcnemar_mde, newcombe_paired, sign_flip_p
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import any_model, reaches
-from ctxlens.findings.verdicts import Rows, _verdicts, as_models
+from ctxlens.findings.verdicts import Rows, as_models, verdicts_row
 
 ALPHA = 0.05
 DEPTH_GRID = (0.0, 20.0, 40.0, 50.0, 60.0, 80.0, 100.0)  # the long-sequence paper, Tables 2-3
@@ -100,15 +98,10 @@ def end_vs_middle(cells: dict[tuple, dict[float, int]], end: float, middle: floa
 
 
 def _holm(p: dict[str, float]) -> list[str]:
-    """The keys of ``p`` (two one-sided p-values, one per end) that Holm's procedure rejects at 5%,
-    in ``ENDS`` order: the smaller p below 0.025, then the other below 0.05."""
-    order = sorted(p, key=lambda k: p[k])
-    out = []
-    for i, k in enumerate(order):
-        if p[k] >= ALPHA / (len(order) - i):
-            break
-        out.append(k)
-    return [k for k in ENDS if k in out]
+    """The keys of ``p`` (two one-sided p-values, one per end) that Holm's procedure rejects at 5%
+    (``core.stats.holm``), in ``ENDS`` order: the smaller p below 0.025, then the other below 0.05."""
+    rejected = holm(p, ALPHA)
+    return [k for k in ENDS if k in rejected]
 
 
 def middle_test(rows: list[dict], length: int) -> dict:
@@ -163,34 +156,10 @@ def length_test(rows: list[dict], length: int) -> dict:
     out.update(n=len(pairs), at_L=_mean([a for a, _ in pairs]), at_2L=_mean([b for _, b in pairs]),
                depths=sorted({d for h in set(at) & set(beyond) for d in set(at[h]) & set(beyond[h])}))
     out["diff"] = out["at_2L"] - out["at_L"]
-    out["interval"] = _bootstrap_mean([-x for x in drops])
+    out["interval"] = bootstrap_mean([-x for x in drops], bounds=(-1.0, 1.0))  # resampling haystacks
     out["p"] = sign_flip_p(drops, "greater")
     out["mde"] = mcnemar_mde(len(pairs), sum(abs(x) for x in drops) / len(drops), alpha=ALPHA)
     return out
-
-
-def _bootstrap_mean(values: list[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap 95% interval of the mean of ``values`` [n] (one per haystack, each in
-    [-1, 1]), resampling haystacks (as ``core.stats.bootstrap``, vectorised), the deviations from the
-    mean scaled by sqrt(n / (n - 1)) first so that the bootstrap variance is the unbiased one with few
-    haystacks; clipped to [-1, 1]; (-1, 1) below two haystacks."""
-    if len(values) < 2:
-        return -1.0, 1.0
-    x = np.asarray(values, dtype=np.float64)  # [n]
-    x = x.mean() + (x - x.mean()) * math.sqrt(len(x) / (len(x) - 1))
-    means = x[np.random.default_rng(seed).integers(0, len(x), (n_boot, len(x)))].mean(axis=1)  # [n_boot]
-    lo, hi = np.quantile(means, [0.025, 0.975])
-    return max(-1.0, float(lo)), min(1.0, float(hi))
-
-
-def _proportion_drop(hi: list[float], lo: list[float]) -> tuple[float, float, float | None]:
-    """The old pooled, unpaired two-proportion z (kept only to show, in the calibration tests, that it
-    is miscalibrated when cells of one haystack are counted as independent): (mean hi, mean lo, z)."""
-    n1, n2 = len(hi), len(lo)
-    p1, p2 = sum(hi) / n1, sum(lo) / n2
-    pooled = (sum(hi) + sum(lo)) / (n1 + n2)
-    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
-    return p1, p2, None if se == 0 else (p1 - p2) / se
 
 
 def _pct(x: float | None) -> str:
@@ -216,10 +185,11 @@ def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, 
         return (f"accuracy {_pct(got['at_L'])} at {t}, {_pct(got['at_2L'])} at {2 * t} (n = {got['n']} haystacks, "
                 f"paired p = {got['p']:.3g})"), ok
 
-    return _verdicts("retrieval collapses beyond the training length", named("long-sequence", "Section 4, Tables 1-3"),
-                     "needle accuracy per haystack at 2x the training length significantly below that at the "
-                     "training length (paired sign-flip test over haystacks, p < 0.05)", reaches(2), models, check,
-                     "niah-depth at the training length and twice it")
+    return verdicts_row("retrieval collapses beyond the training length",
+                        named("long-sequence", "Section 4, Tables 1-3"),
+                        "needle accuracy per haystack at 2x the training length significantly below that at the "
+                        "training length (paired sign-flip test over haystacks, p < 0.05)", reaches(2), models, check,
+                        "niah-depth at the training length and twice it")
 
 
 def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -242,7 +212,7 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
         return (f"accuracy {s['end']:.2f} at depth 0, {s['middle']:.2f} at depth 50, {e['end']:.2f} at depth 100 "
                 f"(n = {got['n']} haystacks), McNemar p = {s['p']:.3g} / {e['p']:.3g}"), ok
 
-    return _verdicts("lost in the middle", named("long-sequence", "Section 4, Table 2"),
-                     "at the training length, accuracy at depths 0 and 100 each above depth 50 (exact McNemar over "
-                     "haystacks, Holm at 5% over the two ends)", any_model, models, check,
-                     "niah-depth at the training length with depths 0, 50 and 100")
+    return verdicts_row("lost in the middle", named("long-sequence", "Section 4, Table 2"),
+                        "at the training length, accuracy at depths 0 and 100 each above depth 50 (exact McNemar over "
+                        "haystacks, Holm at 5% over the two ends)", any_model, models, check,
+                        "niah-depth at the training length with depths 0, 50 and 100")

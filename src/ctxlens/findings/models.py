@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_MODELS, ZooModel
-from ctxlens.findings.verdicts import NOT_RECORDED
+
+NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
 
 
 def _zoo(model: ZooModel) -> dict:

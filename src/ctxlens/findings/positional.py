@@ -27,7 +27,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ctxlens.core.stats import bootstrap, mde, normal_quantile, one_sample_t, randomization_p, t_quantile
+from ctxlens.core.stats import bootstrap, mde, normal_quantile, one_sample_t, quartiles, randomization_p, t_quantile
 
 ALPHA = 0.05
 MIN_PROMPTS = 17  # the paper's prompts (Section 4.2.1)
@@ -42,13 +42,6 @@ MIN_DROP = 0.3  # stated minimal effect: top heads' passkey accuracy below the r
 
 def _heads(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("kind") == "head"]
-
-
-def _quartiles(values: list[float]) -> tuple[float, float, float] | None:
-    if not values:
-        return None
-    q = np.quantile(np.asarray(values, dtype=float), [0.25, 0.5, 0.75])
-    return float(q[0]), float(q[1]), float(q[2])
 
 
 def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
@@ -66,8 +59,8 @@ def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
     types = defaultdict(list)
     for r in heads:
         types[str(r.get("layer_type") or "all")].append(abs(r["rho"]))
-    return {"n_heads": n, "top": top, "abs_rho": _quartiles([abs(r["rho"]) for r in heads]),
-            "abs_rho_by_type": {t: _quartiles(v) for t, v in types.items()} if len(types) > 1 else {},
+    return {"n_heads": n, "top": top, "abs_rho": quartiles([abs(r["rho"]) for r in heads]),
+            "abs_rho_by_type": {t: quartiles(v) for t, v in types.items()} if len(types) > 1 else {},
             "first": heads[0] if heads else None}
 
 

@@ -13,7 +13,7 @@ from ctxlens.core.papers import named
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import has_rope
 from ctxlens.findings.positional import masking_test, presence_test, verdict
-from ctxlens.findings.verdicts import Rows, _num, _verdicts
+from ctxlens.findings.verdicts import Rows, number, verdicts_row
 
 
 def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[str, str],
@@ -34,17 +34,17 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
             return None
         presence, masking = presence_test(heads), masking_test(mask)
         v = verdict(presence, masking)
-        fr = "; ".join(f"{f}: top {_num(s['top'])} vs random {_num(s['random_mean'])} (p {_num(s['p'])})"
+        fr = "; ".join(f"{f}: top {number(s['top'])} vs random {number(s['random_mean'])} (p {number(s['p'])})"
                        for f, s in masking["fractions"].items())
         found = (f"{presence['n_pass']} of {presence['n_heads']} heads pass (t across {presence['n_prompts']} "
                  "prompts, Bonferroni)" if presence["n_heads"] else "no per-prompt rho (presence untested)")
-        return f"{found}; passkey unmasked {_num(masking['none'])}; {fr}; masking {masking['verdict']}", \
+        return f"{found}; passkey unmasked {number(masking['none'])}; {fr}; masking {masking['verdict']}", \
             v["reproduced"]
 
-    return _verdicts("positional heads matter more than random heads",
-                     named("rope-distance", "Sections 4.2-4.3, Figure 8"),
-                     "some head's per-prompt rho differs from 0 (t across prompts, Bonferroni over heads), and "
-                     "masking the top heads lowers passkey accuracy more than as many random heads (randomization "
-                     "p <= 0.05 at every fraction) without a perplexity collapse", has_rope, models, check,
-                     "positional-heads and head-masking on a RoPE model")
+    return verdicts_row("positional heads matter more than random heads",
+                        named("rope-distance", "Sections 4.2-4.3, Figure 8"),
+                        "some head's per-prompt rho differs from 0 (t across prompts, Bonferroni over heads), and "
+                        "masking the top heads lowers passkey accuracy more than as many random heads (randomization "
+                        "p <= 0.05 at every fraction) without a perplexity collapse", has_rope, models, check,
+                        "positional-heads and head-masking on a RoPE model")
 

@@ -1,6 +1,6 @@
 """The findings table's rows and the verdict rules every finding shares (no torch).
 
-``Rows`` groups result rows by (experiment, model); ``_verdicts`` turns a per-model check into
+``Rows`` groups result rows by (experiment, model); ``verdicts_row`` turns a per-model check into
 one table row: "reproduced" when the criterion holds on every measured model, "not reproduced"
 when it fails on one, "undecided" when it fails on none but some model shows nothing to test,
 "not measured" when no model it applies to has rows, "not applicable" when it applies to none of
@@ -17,10 +17,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_NAMES
+from ctxlens.findings.models import NOT_RECORDED, ZOO_INFO
 
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
 APPLIES = "applies to"  # column: the models a finding is about, by kind, position encoding and length
-NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
 
 
 class Rows:
@@ -35,8 +35,8 @@ class Rows:
         return self.by.get((experiment, model), []) if model is not None else []
 
 
-def _row(finding: str, paper: str, expected: str, measured, status: str, models: list[str], note: str = "",
-         **extra) -> dict:
+def finding_row(finding: str, paper: str, expected: str, measured, status: str, models: list[str], note: str = "",
+                **extra) -> dict:
     return {"finding": finding, "paper": paper, "expected": expected, "measured": measured, "status": status,
             "models": ", ".join(models) or "-", "note": note, **extra}
 
@@ -75,15 +75,13 @@ def as_models(models: dict[str, str]) -> Models:
     the zoo's and the zoo names it lacks not trained."""
     if isinstance(models, Models):
         return models
-    from ctxlens.findings.models import ZOO_INFO
-
     return Models(models, {k: ZOO_INFO.get(k) for k in [*models, *ZOO_NAMES]},
                   absent=[n for n in ZOO_NAMES if n not in models])
 
 
-def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], str | None], models: dict[str, str],
-              check: Callable[[str], tuple[str, bool | None] | None], why_missing: str,
-              control: Callable[[str], str] | None = None) -> dict:
+def verdicts_row(finding: str, paper: str, expected: str, rule: Callable[[dict], str | None], models: dict[str, str],
+                 check: Callable[[str], tuple[str, bool | None] | None], why_missing: str,
+                 control: Callable[[str], str] | None = None) -> dict:
     """The table row of a finding checked per model: ``rule(info)`` says whether the finding applies
     to a model (None) or why not; ``check(key)`` gives (numbers in words, verdict True / False /
     None = undecided), or None when that model has no rows."""
@@ -101,15 +99,15 @@ def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], st
             continue
         text, ok = got
         verdicts[key] = ok
-        measured[label] = f"{text} -> {_word(ok)}"
+        measured[label] = f"{text} -> {yes_no(ok)}"
         if control is not None:
             controls[label] = control(key)
     scope = {APPLIES: (rule.__doc__ or "").strip().splitlines()[0].rstrip(".") if rule.__doc__ else "-"}
     tail = ["not applicable to " + ", ".join(inapplicable)] if inapplicable else []
     if not verdicts:
         if not absent:
-            return _row(finding, paper, expected, "-", "not applicable", [], "; ".join(tail), **scope)
-        return _row(finding, paper, expected, "-", "not measured", [], "; ".join(
+            return finding_row(finding, paper, expected, "-", "not applicable", [], "; ".join(tail), **scope)
+        return finding_row(finding, paper, expected, "-", "not measured", [], "; ".join(
             [f"not measured: {why_missing}; missing " + ", ".join(absent), *tail]), **scope)
     notes = []
     undecided = [k for k, v in verdicts.items() if v is None]
@@ -122,8 +120,8 @@ def _verdicts(finding: str, paper: str, expected: str, rule: Callable[[dict], st
     status = _status(list(verdicts.values()))
     extra = {**scope, **({CONTROL: "; ".join(f"{k}: {v}" for k, v in controls.items())} if control is not None
                          else {})}
-    return _row(finding, paper, expected, measured, status, [models.label(k) for k in verdicts], "; ".join(notes),
-                **extra)
+    return finding_row(finding, paper, expected, measured, status, [models.label(k) for k in verdicts],
+                       "; ".join(notes), **extra)
 
 
 def _status(verdicts: list[bool | None]) -> str:
@@ -133,18 +131,15 @@ def _status(verdicts: list[bool | None]) -> str:
     return "undecided" if any(v is None for v in verdicts) else "reproduced"
 
 
-def _word(ok: bool | None) -> str:
+def yes_no(ok: bool | None) -> str:
     return "yes" if ok else "undecided" if ok is None else "no"
 
 
-def _shows(ok: bool | None) -> str:
+def shows(ok: bool | None) -> str:
     return "shows it too" if ok else "undecided" if ok is None else "does not show it"
 
 
 def number(x, digits: int = 3) -> str:
     """``x`` in ``digits`` significant figures; "-" for None (every finding and card line prints this way)."""
     return "-" if x is None else f"{x:.{digits}g}"
-
-
-_num = number
 

@@ -29,15 +29,15 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 PREFIX = "ctxlens-"
 
 # Active recorders, innermost last. A recorder is any object with a ``record(module, q, k)``.
-_RECORDERS: list = []
+RECORDERS: list = []
 
 
 def push(recorder) -> None:
-    _RECORDERS.append(recorder)
+    RECORDERS.append(recorder)
 
 
 def pop(recorder) -> None:
-    _RECORDERS.remove(recorder)
+    RECORDERS.remove(recorder)
 
 
 def _eager_of(module: torch.nn.Module) -> Callable:
@@ -66,7 +66,7 @@ def _recording(name: str, fn: Callable) -> Callable:
     """``fn`` preceded by handing (module, q, k) to the active recorders."""
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         _note_scaling(module, kwargs)
-        for rec in _RECORDERS:
+        for rec in RECORDERS:
             rec.record(module, query, key)
         return fn(module, query, key, value, attention_mask, *args, **kwargs)
 
@@ -87,7 +87,7 @@ def _make(base: str) -> Callable:
     def attention(module, query, key, value, attention_mask, *args, **kwargs):
         # query: [batch, heads, q_len, head_dim] post-RoPE; key/value: [batch, kv_heads, k_len, head_dim]
         _note_scaling(module, kwargs)
-        for rec in _RECORDERS:
+        for rec in RECORDERS:
             rec.record(module, query, key)
         if kwargs.get("softcap") is not None or base == "eager":
             return _eager_of(module)(module, query, key, value, attention_mask, *args, **kwargs)

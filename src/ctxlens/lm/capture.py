@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+import ctxlens.lm.placement as placement
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import placement
 from ctxlens.lm.forward import QKRecorder, Stop, run_forward
 
 

@@ -27,11 +27,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 import transformers
 
+import ctxlens.lm.tiny_any as tiny_any
 from ctxlens.core.errors import unknown
-from ctxlens.lm import tiny_any
 from ctxlens.lm.coverage_attention import check_head_mask, check_qk, check_rope
-from ctxlens.lm.coverage_probe import Builder, Check, _first_line, probe_ids
+from ctxlens.lm.coverage_probe import Builder, Check, probe_ids
 from ctxlens.lm.coverage_stream import check_residual, check_token_loss
+from ctxlens.lm.tiny_any import first_line
 
 ANALYSES = ("token_loss", "residual", "qk", "head_mask", "rope")
 STATUSES = ("pass", "fail", "unsupported", "n/a")
@@ -70,7 +71,7 @@ def check_type(model_type: str, seed: int = 0, build: Callable | None = None,
     try:
         builder = Builder(model_type, seed, build)
     except Exception as err:  # noqa: BLE001 - a type that does not build is a reported failure
-        row.built = Check("fail", _first_line(err))
+        row.built = Check("fail", first_line(err))
         row.checks = {a: Check("fail", "does not build") for a in checks}
         row.seconds = time.perf_counter() - start
         return row
@@ -80,7 +81,7 @@ def check_type(model_type: str, seed: int = 0, build: Callable | None = None,
         try:
             row.checks[name] = CHECKS[name](builder, ids)
         except Exception as err:  # noqa: BLE001 - every exception is a failed check with its first line
-            row.checks[name] = Check("fail", _first_line(err))
+            row.checks[name] = Check("fail", first_line(err))
     row.seconds = time.perf_counter() - start
     return row
 

@@ -18,7 +18,7 @@ from typing import cast
 import torch
 
 from ctxlens.lm.attention import scaling_of
-from ctxlens.lm.coverage_probe import Builder, Check, _close, _logits, _module_name, _unsupported
+from ctxlens.lm.coverage_probe import Builder, Check, check_close, logits_of, name_of_module, unsupported
 from ctxlens.lm.rope import rotary_modules
 
 # -- post-RoPE q/k vs eager attention ------------------------------------------------------------------
@@ -93,7 +93,7 @@ def _attention_layers(lm, analysis: str) -> list[int] | Check:
     (no attention: n/a; the adapter declined ``analysis``; attention but no layer found: fail)."""
     if not has_attention(lm.model):
         return Check("n/a", "the model has no softmax attention")
-    declined = _unsupported(lm, analysis)
+    declined = unsupported(lm, analysis)
     if declined:
         return declined
     layers = lm.attention_layers()
@@ -109,12 +109,12 @@ def check_qk(b: Builder, ids: torch.Tensor) -> Check:
     for layer in layers:
         module = lm.attention(layer)
         cap = lm.capture(ids, qk=[layer])
-        want = _eager_probabilities(eager, _module_name(lm.model, module), ids)  # [heads, n, n]
+        want = _eager_probabilities(eager, name_of_module(lm.model, module), ids)  # [heads, n, n]
         # the mask (causal, sliding, chunked ...) is read off the eager probabilities: what is checked is q and k
         got = probabilities_from_qk(cap.queries[layer][0], cap.keys[layer][0], module, allowed=want > 0)
         if isinstance(getattr(module, "sinks", None), torch.Tensor):  # any sink formula scales whole rows
             got, want = got / got.sum(-1, keepdim=True), want / want.sum(-1, keepdim=True)
-        res = _close(got, want, f"layer {layer} probabilities")
+        res = check_close(got, want, f"layer {layer} probabilities")
         if res.status != "pass":
             return res
     return Check("pass", f"layers {layers}")
@@ -140,17 +140,17 @@ def check_head_mask(b: Builder, ids: torch.Tensor) -> Check:
         return layers
     layer, head = layers[-1], lm.n_heads - 1
     with lm.mask_heads({layer: [head]}):
-        got = _logits(lm.model, ids)
+        got = logits_of(lm.model, ids)
     ref = b.model()
     attn = lm.attention(layer)
     has_config = hasattr(attn, "config")
     own = (getattr(attn, "num_heads", 0) or getattr(attn.config, "num_attention_heads", 0)) if has_config else 0
     n_heads = int(own) or lm.n_heads
-    _zero_head_columns(ref.get_submodule(_module_name(lm.model, lm.out_proj(layer))), head, n_heads)
-    want = _logits(ref, ids)
-    if torch.allclose(want, _logits(b.model(), ids)):
+    _zero_head_columns(ref.get_submodule(name_of_module(lm.model, lm.out_proj(layer))), head, n_heads)
+    want = logits_of(ref, ids)
+    if torch.allclose(want, logits_of(b.model(), ids)):
         return Check("fail", f"zeroing head {head} of layer {layer} changes nothing; the check cannot tell")
-    res = _close(got, want, f"layer {layer} head {head} logits")
+    res = check_close(got, want, f"layer {layer} head {head} logits")
     return Check("pass", f"layer {layer} head {head}") if res.status == "pass" else res
 
 
@@ -172,7 +172,7 @@ def check_rope(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
     if not rotary_modules(lm.model):  # rope_parameters alone (granitemoehybrid's NoPE default) rotate nothing
         return Check("n/a", "the model has no rotary embedding")
-    declined = _unsupported(lm, "rope")
+    declined = unsupported(lm, "rope")
     if declined:
         return declined
     original = copy.deepcopy(b.model().config)
@@ -180,7 +180,7 @@ def check_rope(b: Builder, ids: torch.Tensor) -> Check:
     params = lm.set_rope(theta=theta)
     if theta not in _thetas(params):
         return Check("fail", f"set_rope(theta={theta:g}) returned parameters without that theta: {params}")
-    got = _logits(lm.model, ids)
+    got = logits_of(lm.model, ids)
     edited = copy.deepcopy(original)
     old = _text(original).rope_parameters
     if "rope_theta" in old:  # one RoPE for every layer
@@ -195,8 +195,8 @@ def check_rope(b: Builder, ids: torch.Tensor) -> Check:
         for t in want_types:
             new[t] = {**new[t], "rope_theta": theta}
         _text(edited).rope_parameters = new
-    want = _logits(b.from_config(edited), ids)
-    if torch.allclose(want, _logits(b.model(), ids)):
+    want = logits_of(b.from_config(edited), ids)
+    if torch.allclose(want, logits_of(b.model(), ids)):
         return Check("fail", f"theta {theta:g} changes nothing at {ids.shape[1]} tokens; the check cannot tell")
-    res = _close(got, want, f"logits at theta {theta:g}")
+    res = check_close(got, want, f"logits at theta {theta:g}")
     return Check("pass", f"theta {theta:g}") if res.status == "pass" else res

@@ -16,7 +16,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-from ctxlens.lm import tiny_any
+import ctxlens.lm.tiny_any as tiny_any
 from ctxlens.lm.loading import from_model
 
 SEQ = 24  # tokens per probe; longer than the tiny sliding windows (16), so their masks bite
@@ -29,11 +29,7 @@ class Check:
     reason: str = ""
 
 
-def _first_line(err: BaseException) -> str:
-    return tiny_any._first_line(err)
-
-
-def _close(got: torch.Tensor, want: torch.Tensor, what: str) -> Check:
+def check_close(got: torch.Tensor, want: torch.Tensor, what: str) -> Check:
     got, want = got.detach().float().cpu(), want.detach().float().cpu()
     if got.shape != want.shape:
         return Check("fail", f"{what}: shape {tuple(got.shape)} vs {tuple(want.shape)}")
@@ -75,12 +71,12 @@ class Builder:
         return from_model(self.model(), name=self.model_type)
 
 
-def _logits(model, ids: torch.Tensor) -> torch.Tensor:
+def logits_of(model, ids: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         return model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
 
 
-def _unsupported(lm, analysis: str) -> Check | None:
+def unsupported(lm, analysis: str) -> Check | None:
     try:
         lm.family.require(analysis, lm.name)
     except Exception as err:  # noqa: BLE001 - the adapter's own sentence is the reason
@@ -89,5 +85,5 @@ def _unsupported(lm, analysis: str) -> Check | None:
     return None
 
 
-def _module_name(model: torch.nn.Module, module: torch.nn.Module) -> str:
+def name_of_module(model: torch.nn.Module, module: torch.nn.Module) -> str:
     return next(n for n, m in model.named_modules() if m is module)

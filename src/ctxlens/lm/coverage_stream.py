@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ctxlens.lm.coverage_probe import Builder, Check, _close, _logits, _unsupported
+from ctxlens.lm.coverage_probe import Builder, Check, check_close, logits_of, unsupported
 
 # Direct children of a block that are its MLP / FFN / MoE branch (by attribute or class name).
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "mlp_block", "block_sparse_moe", "moe", "shared_mlp", "channel_mixer",
@@ -26,9 +26,9 @@ _MLP_CLASSES = ("MLP", "Mlp", "FeedForward", "Moe", "MoE", "MoeBlock", "MoEBlock
 def check_token_loss(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
     got = lm.token_losses(ids)[0]  # [seq-1]
-    logits = _logits(b.model(), ids)[0]  # [seq, vocab], the model's own forward
+    logits = logits_of(b.model(), ids)[0]  # [seq, vocab], the model's own forward
     want = F.cross_entropy(logits[:-1], ids[0, 1:], reduction="none")
-    return _close(got, want, "token losses")
+    return check_close(got, want, "token losses")
 
 
 def mlp_children(block: torch.nn.Module) -> list[torch.nn.Module]:
@@ -71,7 +71,7 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
     handles = [m.register_forward_hook(_zero_output, with_kwargs=True) for m in mlps]
     handles.append(block.register_forward_hook(keep))
     try:
-        _logits(model, ids)
+        logits_of(model, ids)
     finally:
         for h in handles:
             h.remove()
@@ -95,7 +95,7 @@ def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) ->
 
     handles = [block.register_forward_pre_hook(keep_in, with_kwargs=True), mixers[0].register_forward_hook(keep_out)]
     try:
-        _logits(model, ids)
+        logits_of(model, ids)
     finally:
         for h in handles:
             h.remove()
@@ -104,7 +104,7 @@ def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) ->
 
 def check_residual(b: Builder, ids: torch.Tensor) -> Check:
     lm = b.lm()
-    declined = _unsupported(lm, "residual")
+    declined = unsupported(lm, "residual")
     if declined:
         return declined
     positions = list(range(0, ids.shape[1], 5))
@@ -120,7 +120,7 @@ def check_residual(b: Builder, ids: torch.Tensor) -> Check:
             if want is None:
                 skipped.append(layer)
                 continue
-        res = _close(cap.residual[layer], want[:, positions], f"layer {layer}")
+        res = check_close(cap.residual[layer], want[:, positions], f"layer {layer}")
         if res.status != "pass":
             return res
         checked.append(layer)

@@ -91,7 +91,7 @@ class Family:
             )
 
 
-def _softcap(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
+def softcap(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
     def post(config, logits: torch.Tensor) -> torch.Tensor:
         cap = getattr(config, attr, None)
         return logits if cap is None else torch.tanh(logits / cap) * cap
@@ -99,7 +99,7 @@ def _softcap(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
     return post
 
 
-def _scale(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
+def scale(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
     def post(config, logits: torch.Tensor) -> torch.Tensor:
         return logits * getattr(config, attr, 1.0)
 
@@ -118,17 +118,17 @@ _FAMILIES = [
     Family("qwen3", **_LLAMA_LIKE),
     Family(
         "gemma2", **{**_LLAMA_LIKE, "resid": "pre:pre_feedforward_layernorm"},
-        logits_post=_softcap("final_logit_softcapping"),
+        logits_post=softcap("final_logit_softcapping"),
         notes="attention logit soft-capping (eager path), sliding windows on alternate layers",
     ),
     Family(
         "gemma3_text", **{**_LLAMA_LIKE, "resid": "pre:pre_feedforward_layernorm"},
-        logits_post=_softcap("final_logit_softcapping"),
+        logits_post=softcap("final_logit_softcapping"),
         notes="five sliding-window layers (RoPE base 1e4) per global layer (RoPE base 1e6)",
     ),
     Family(
         "gemma3", **{**_LLAMA_LIKE, "layers": "model.language_model.layers", "resid": "pre:pre_feedforward_layernorm"},
-        logits_post=_softcap("final_logit_softcapping"),
+        logits_post=softcap("final_logit_softcapping"),
         notes="the text model of Gemma 3 (vision tower unused); sliding and global layers as gemma3_text",
     ),
     Family("olmo2", **{**_LLAMA_LIKE, "resid": "pre:mlp"}, notes="norms after the sublayers"),
@@ -144,7 +144,7 @@ _FAMILIES = [
     ),
     Family(
         "cohere", **{**_LLAMA_LIKE, "resid": "sum:self_attn", "rope_layout": "interleaved"},
-        logits_post=_scale("logit_scale"), notes="parallel residual; interleaved RoPE pairs",
+        logits_post=scale("logit_scale"), notes="parallel residual; interleaved RoPE pairs",
     ),
     Family(
         "bloom", kind="transformer", position="alibi", layers="transformer.h", resid="pre:post_attention_layernorm",
@@ -160,12 +160,12 @@ _FAMILIES = [
     Family("rwkv", kind="recurrent", position="none", layers="rwkv.blocks", resid="pre:ln2"),
     Family(
         "xlstm", kind="recurrent", position="none", layers="backbone.blocks", resid="pre:norm_ffn",
-        logits_post=_softcap("output_logit_soft_cap"),
+        logits_post=softcap("output_logit_soft_cap"),
     ),
     Family(
         "recurrent_gemma", kind="hybrid", position="rope", layers="model.layers", resid="pre:channel_pre_norm",
         attn="temporal_block", out_proj="o_proj", interface=True, rope_layout="half",
-        logits_post=_softcap("logits_soft_cap"), notes="RG-LRU recurrence + local attention (partial rotary)",
+        logits_post=softcap("logits_soft_cap"), notes="RG-LRU recurrence + local attention (partial rotary)",
     ),
     Family(
         "jamba", kind="hybrid", position="none", layers="model.layers", resid="pre:pre_ff_layernorm",
@@ -182,7 +182,7 @@ _FAMILIES = [
     Family(
         "falcon_h1", kind="hybrid", position="rope", layers="model.layers", resid="pre:pre_ff_layernorm",
         attn="self_attn", out_proj="o_proj", interface=True, rope_layout="half",
-        logits_post=_scale("lm_head_multiplier"), notes="attention and mamba in parallel in every layer",
+        logits_post=scale("lm_head_multiplier"), notes="attention and mamba in parallel in every layer",
     ),
 ]
 

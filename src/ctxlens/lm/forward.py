@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+import ctxlens.lm.attention as attn_fn
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import attention as attn_fn
 
 
 class Stop(Exception):

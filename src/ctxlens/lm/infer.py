@@ -22,17 +22,17 @@ from collections.abc import Callable
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import Family
 from ctxlens.lm.infer_attention import check_head_mask, check_qk, check_rope_layout, recording_modules
-from ctxlens.lm.infer_probe import PROBE_LEN, _probe_ids
+from ctxlens.lm.infer_probe import PROBE_LEN, probe_ids
 from ctxlens.lm.infer_stream import check_logits, check_residual
 from ctxlens.lm.infer_tree import (
-    _any_block_list,
-    _d_model,
-    _is_attention,
-    _rotary,
+    any_block_list,
+    embedding_width,
     find_attention,
     find_decoder,
     find_layers,
     find_out_proj,
+    is_attention,
+    rotary_modules,
     text_config,
 )
 from ctxlens.lm.model import LM, config_int, submodule
@@ -49,7 +49,7 @@ def _kind(n_attention: int, n_layers: int, model) -> str:
 
 def _position(model, rope_layout: str | None) -> str:
     text = text_config(model.config)
-    if rope_layout or _rotary(model):
+    if rope_layout or rotary_modules(model):
         return "rope"
     if getattr(text, "alibi", False) or "alibi" in str(getattr(text, "position_embedding_type", "")):
         return "alibi"
@@ -64,11 +64,11 @@ def infer_family(model) -> Family:
     try:
         layers, irregular = find_layers(model), None
     except CtxlensError as err:  # token losses need no block list: load, and refuse what needs one
-        layers = _any_block_list(model, err)
+        layers = any_block_list(model, err)
         irregular = str(err).split(";")[0].replace("Cannot find", "ctxlens cannot find")
     blocks = model.get_submodule(layers)
     attn = find_attention(blocks)
-    ids = _probe_ids(model)
+    ids = probe_ids(model)
     refused: dict[str, str] = {}
     try:
         found, why = check_logits(model, ids)
@@ -83,7 +83,7 @@ def infer_family(model) -> Family:
     if why:
         refused["residual"] = why
     found_attn = {i: submodule(b, attn) for i, b in enumerate(blocks)}
-    named = {i: m for i, m in found_attn.items() if m is not None and _is_attention(m)}
+    named = {i: m for i, m in found_attn.items() if m is not None and is_attention(m)}
     recording = _attempt(recording_modules, model, list(named.values()), ids)
     recording = recording if isinstance(recording, list) else []
     attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))
@@ -101,14 +101,14 @@ def infer_family(model) -> Family:
         if why:
             refused["qk"] = refused["rope"] = why
             interface = False
-        out_proj = find_out_proj(modules[0], _d_model(model))
+        out_proj = find_out_proj(modules[0], embedding_width(model))
         if out_proj is None:
             refused["head_mask"] = "no Linear inside its attention module maps the heads back to the model width."
         layer_types = getattr(text, "layer_types", None)
         index = [next(i for i, b in enumerate(blocks) if submodule(b, attn) is m) for m in modules]
         types = [layer_types[i] if isinstance(layer_types, (list, tuple)) and len(layer_types) > i else None
                  for i in index]
-        if interface and _rotary(model):
+        if interface and rotary_modules(model):
             rope_layout, why = _attempt(check_rope_layout, model, modules, types, ids)
             if why:
                 refused["rope"] = why

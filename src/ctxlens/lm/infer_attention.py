@@ -21,9 +21,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from ctxlens.lm import attention as attn_fn
-from ctxlens.lm.infer_probe import _close, tolerance
-from ctxlens.lm.infer_tree import _rotary, decoder, projection_shape
+import ctxlens.lm.attention as attn_fn
+from ctxlens.lm.infer_probe import all_close, tolerance
+from ctxlens.lm.infer_tree import decoder, projection_shape, rotary_modules
 
 
 class _Seen:
@@ -97,7 +97,7 @@ def check_head_mask(lm, layer: int, ids: torch.Tensor) -> str | None:
             zeroed = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state
         finally:
             proj.weight.copy_(saved)
-    if _close(masked, zeroed):
+    if all_close(masked, zeroed):
         return None
     return "zeroing a head's slice of the output projection's input does not equal zeroing its weight columns."
 
@@ -110,7 +110,7 @@ def inv_freq_of(rotary: nn.Module, layer_type: str | None = None) -> torch.Tenso
 
 
 def _inv_freq_buffers(model: nn.Module) -> list[tuple[nn.Module, str]]:
-    return [(m, n) for m in _rotary(model) for n, b in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
+    return [(m, n) for m in rotary_modules(model) for n, b in m.named_buffers(recurse=False) if n.endswith("inv_freq")]
 
 
 @contextlib.contextmanager
@@ -142,7 +142,7 @@ def check_rope_layout(model, modules: list[nn.Module], layer_types: list[str | N
                   and not torch.equal(rotated[id(m)], plain[id(m)])), None)
     if first is None:
         return None, "zeroing its rotary modules' inverse frequencies changes no attention layer's queries."
-    rotaries = _rotary(model)
+    rotaries = rotary_modules(model)
     inv = inv_freq_of(rotaries[0], layer_types[first]) if rotaries else None
     if inv is None:
         return None, "it has no rotary-embedding module with inverse frequencies to check against."

@@ -12,7 +12,7 @@ import torch
 PROBE_LEN = 12
 
 
-def _probe_ids(model, length: int = PROBE_LEN) -> torch.Tensor:
+def probe_ids(model, length: int = PROBE_LEN) -> torch.Tensor:
     vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else 256
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(min(3, vocab - 1), min(vocab, 32000), (1, length), generator=gen)
@@ -28,14 +28,14 @@ def tolerance(dtype: torch.dtype) -> float:
     return max(ATOL, 16 * torch.finfo(dtype).eps) if dtype.is_floating_point else ATOL
 
 
-def _error(a: torch.Tensor, b: torch.Tensor) -> float:
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     """Largest difference relative to b's scale (inf for shapes that differ)."""
     if a.shape != b.shape:
         return float("inf")
     return float((a.float() - b.float()).abs().max()) / max(1.0, float(b.float().abs().max()))
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+def all_close(a: torch.Tensor, b: torch.Tensor) -> bool:
     tol = max(tolerance(a.dtype), tolerance(b.dtype))  # the coarser of the two
     a, b = a.float(), b.float()
     return a.shape == b.shape and bool(torch.isfinite(a).all()) and \

@@ -18,13 +18,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ctxlens.lm.infer_probe import _close, _error
-from ctxlens.lm.infer_tree import _d_model, _is_norm, decoder, mlp_branches, text_config
+from ctxlens.lm.infer_probe import all_close, relative_error
+from ctxlens.lm.infer_tree import decoder, embedding_width, is_norm, mlp_branches, text_config
 
 
 def _post_candidates(config) -> list[tuple[str, Callable | None]]:
     """(description, logits_post) pairs to try: none, then each logit field of the config."""
-    from ctxlens.lm.families import _scale, _softcap
+    from ctxlens.lm.families import scale, softcap
 
     text = text_config(config)
     out: list[tuple[str, Callable | None]] = [("none", None)]
@@ -36,9 +36,9 @@ def _post_candidates(config) -> list[tuple[str, Callable | None]]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if "cap" in attr:
-            out.append((f"soft-cap {attr}", _softcap(attr)))
+            out.append((f"soft-cap {attr}", softcap(attr)))
         else:
-            out += [(f"scale by {attr}", _scale(attr)), (f"divide by {attr}", _divide(attr))]
+            out += [(f"scale by {attr}", scale(attr)), (f"divide by {attr}", _divide(attr))]
     return out
 
 
@@ -73,7 +73,7 @@ def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str |
             # the closest candidate, not the first within tolerance: a soft-cap barely bends small logits
             for _, post in _post_candidates(model.config):
                 got = raw if post is None else post(text_config(model.config), raw)
-                if got.shape == want.shape and _close(got, want):
+                if got.shape == want.shape and all_close(got, want):
                     scored.append((float((got.float() - want).abs().max()), len(scored), (post, pre)))
     if scored:
         return min(scored)[2], None
@@ -83,7 +83,7 @@ def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str |
 
 def _block_candidates(block: nn.Module, branches: list[str]) -> list[str]:
     """Read points to try in one block, each checked against the block output with its MLP zeroed."""
-    sublayers = [n for n, c in block.named_children() if not _is_norm(c)]
+    sublayers = [n for n, c in block.named_children() if not is_norm(c)]
     mixers = [n for n in sublayers if n not in branches]
     if not branches:  # one mixer and norms: the block output, if it is input + mixer output
         return [f"sum:{mixers[0]}"] if len(mixers) == 1 else []
@@ -97,7 +97,7 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
     """(mode or per-layer modes, None): in each block, the read point equal to its output with every
     MLP branch zeroed (one forward, all blocks at once); or (None, why)."""
     prefix = type(model).__name__.split("For")[0]
-    branches = [mlp_branches(b, _d_model(model), prefix) for b in blocks]
+    branches = [mlp_branches(b, embedding_width(model), prefix) for b in blocks]
     candidates = [_block_candidates(b, br) for b, br in zip(blocks, branches)]
     seen: dict[tuple[str, int], torch.Tensor] = {}
     truth: dict[int, torch.Tensor] = {}
@@ -123,8 +123,8 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
         decoder(model)(input_ids=ids, use_cache=False)
     # per layer, the passing read points by their error: the closest wins, not the first within
     # tolerance (in bfloat16 a small attention output hides inside the layer input's rounding)
-    passing = [{c: _error(_read(seen, c, i, truth), truth[i]) for c in candidates[i]
-                if i in truth and _close(_read(seen, c, i, truth), truth[i])} for i in range(len(blocks))]
+    passing = [{c: relative_error(_read(seen, c, i, truth), truth[i]) for c in candidates[i]
+                if i in truth and all_close(_read(seen, c, i, truth), truth[i])} for i in range(len(blocks))]
     passing = [{("out" if c.startswith("sum:") and not branches[i] else c): e for c, e in p.items()}
                for i, p in enumerate(passing)]
     bad = [i for i, p in enumerate(passing) if not p]

@@ -50,7 +50,7 @@ def find_layers(model: PreTrainedModel) -> str:
     return min(lists)[2]
 
 
-def _any_block_list(model: nn.Module, err: CtxlensError) -> str:
+def any_block_list(model: nn.Module, err: CtxlensError) -> str:
     """The shallowest, longest list of non-leaf modules (hrm_text's looped stacks, longcat's
     paired sublayers), for a model whose layer count matches no list; ``err`` when there is none."""
     lists = [(n.count("."), -len(m), n) for n, m in model.named_modules()
@@ -60,12 +60,12 @@ def _any_block_list(model: nn.Module, err: CtxlensError) -> str:
     return min(lists)[2]
 
 
-def _is_norm(module: nn.Module) -> bool:
+def is_norm(module: nn.Module) -> bool:
     """A normalisation layer: a *Norm class with no children (dbrx's NormAttentionNorm holds attention)."""
     return "Norm" in type(module).__name__ and not any(True for _ in module.children())
 
 
-def _is_attention(module: nn.Module) -> bool:
+def is_attention(module: nn.Module) -> bool:
     name = type(module).__name__
     return "Attention" in name and "Norm" not in name
 
@@ -76,8 +76,8 @@ def find_attention(blocks: nn.ModuleList) -> str | None:
     counts: dict[str, int] = {}
     for block in blocks:
         for path, child in block.named_modules():
-            if path and path.count(".") <= 1 and _is_attention(child) and not any(
-                    _is_attention(block.get_submodule(path[:i])) for i in range(len(path)) if path[i] == "."):
+            if path and path.count(".") <= 1 and is_attention(child) and not any(
+                    is_attention(block.get_submodule(path[:i])) for i in range(len(path)) if path[i] == "."):
                 counts[path] = counts.get(path, 0) + 1
     return max(counts, key=lambda p: (counts[p], -p.count("."))) if counts else None
 
@@ -107,7 +107,7 @@ def _own_name(module: nn.Module, prefix: str) -> str:
 def mlp_branches(block: nn.Module, d_model: int, prefix: str = "") -> list[str]:
     """The MLP / feed-forward / mixture-of-experts children of a block, by attribute or class name
     (a shared expert too); failing those, the Linear children that write back to d_model (opt's fc2)."""
-    children = [(a, c) for a, c in block.named_children() if not _is_attention(c) and "Norm" not in type(c).__name__]
+    children = [(a, c) for a, c in block.named_children() if not is_attention(c) and "Norm" not in type(c).__name__]
     found = [a for a, c in children if a in _MLP_NAMES or a.lower().endswith("mlp")
              or any(k in _own_name(c, prefix) for k in _MLP_CLASSES)]
     return found or [a for a, c in children if isinstance(c, nn.Linear) and c.out_features == d_model]
@@ -124,7 +124,7 @@ def find_decoder(model: PreTrainedModel) -> str | None:
     return find_layers(model).split(".")[0]  # the child that holds the blocks
 
 
-def _rotary(model: nn.Module) -> list[nn.Module]:
+def rotary_modules(model: nn.Module) -> list[nn.Module]:
     return [m for _, m in model.named_modules() if type(m).__name__.endswith("RotaryEmbedding")]
 
 
@@ -133,5 +133,5 @@ def decoder(model: PreTrainedModel) -> nn.Module:
     return model.get_submodule(path) if path else model.base_model
 
 
-def _d_model(model) -> int:
+def embedding_width(model) -> int:
     return int(model.get_input_embeddings().weight.shape[1])

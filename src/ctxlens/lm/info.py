@@ -19,8 +19,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import ctxlens.lm.rope as _rope
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import rope as _rope
 from ctxlens.lm.families import known_family
 
 
@@ -131,7 +131,7 @@ def _weights_record(source: str, origin: str, stamp: int) -> dict | None:
     type (``general.file_type``, else its commonest tensor type), its name and sha256. Any other
     directory: safetensors (or the weight files' kind; ``zoo`` for a zoo model), the dtypes of its
     tensors, its files, and ctxlens's fingerprint. A hub id: format hub, the id. None for nothing."""
-    from ctxlens.lm import gguf
+    import ctxlens.lm.gguf as gguf
     from ctxlens.lm.fingerprint import WEIGHT_SUFFIXES, directory_fingerprint
 
     if not source:
@@ -167,7 +167,7 @@ def read_info(spec: str, trust_remote_code: bool = False, revision: str | None =
     """The ``ModelInfo`` of model ``spec`` from its config alone (no weights loaded)."""
     from transformers import AutoConfig
 
-    from ctxlens.lm.loading import resolved
+    from ctxlens.lm.specs import resolved
 
     where = resolved(spec)
     try:

@@ -17,8 +17,9 @@ import pickle
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+import ctxlens.lm.attention as attention
+import ctxlens.lm.placement as placement
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.lm import attention, placement
 from ctxlens.lm.families import Family, known_family
 from ctxlens.lm.infer import infer_family
 from ctxlens.lm.model import LM

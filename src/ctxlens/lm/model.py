@@ -14,14 +14,14 @@ from typing import cast
 
 import torch
 
+import ctxlens.lm.capture as _capture
+import ctxlens.lm.heads as _heads
+import ctxlens.lm.losses as _losses
+import ctxlens.lm.qkscan as _qkscan
+import ctxlens.lm.rope as _rope
+import ctxlens.lm.selfextend as _selfextend
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers
-from ctxlens.lm import capture as _capture
-from ctxlens.lm import heads as _heads
-from ctxlens.lm import losses as _losses
-from ctxlens.lm import qkscan as _qkscan
-from ctxlens.lm import rope as _rope
-from ctxlens.lm import selfextend as _selfextend
 from ctxlens.lm.families import Family
 from ctxlens.lm.info import ModelInfo, info_from_config, positions_limit, stated_train_length
 

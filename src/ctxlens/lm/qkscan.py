@@ -22,9 +22,9 @@ from typing import cast
 
 import torch
 
+import ctxlens.lm.attention as attn_fn
+import ctxlens.lm.selfextend as _se
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import attention as attn_fn
-from ctxlens.lm import selfextend as _se
 from ctxlens.lm.forward import QKRecorder, run_forward
 from ctxlens.lm.rope import text_config
 

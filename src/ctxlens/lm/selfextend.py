@@ -33,9 +33,9 @@ import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+import ctxlens.lm.attention as attn_fn
+import ctxlens.lm.rope as _rope
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm import attention as attn_fn
-from ctxlens.lm import rope as _rope
 
 NAME = "ctxlens-positional"
 _ATTR = "_ctxlens_positional"  # per attention module: _Override
@@ -164,7 +164,7 @@ def _positional_attention(module, query, key, value, attention_mask, *args, **kw
     if ov is None or ov.selfextend is None:  # the previous implementation records and attends
         previous = getattr(ov.model if ov else None, _PREVIOUS, None) or attn_fn.PREFIX + "sdpa"
         return ALL_ATTENTION_FUNCTIONS[previous](module, query, key, value, attention_mask, *args, **kwargs)
-    for rec in attn_fn._RECORDERS:
+    for rec in attn_fn.RECORDERS:
         rec.record(module, query, key)
     return _selfextend_attention(module, query, key, value, attention_mask, ov,
                                  scaling=kwargs.get("scaling"), softcap=kwargs.get("softcap"))

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import ctxlens.lm.gguf as gguf
 from ctxlens.core.errors import CtxlensError, suggest
 from ctxlens.core.registry import Registry
-from ctxlens.lm import gguf
 
 
 @dataclass(frozen=True)

@@ -151,10 +151,10 @@ def _default_config(model_type: str) -> PretrainedConfig:
     try:
         return AutoConfig.for_model(model_type)
     except Exception as err:  # noqa: BLE001 - transformers raises several kinds for a default that does not validate
-        raise CtxlensError(f"transformers cannot build a default '{model_type}' config ({_first_line(err)}).") from None
+        raise CtxlensError(f"transformers cannot build a default '{model_type}' config ({first_line(err)}).") from None
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     return f"{type(err).__name__}: {lines[-1] if lines and lines[0].endswith(':') else (lines[0] if lines else '')}"
 

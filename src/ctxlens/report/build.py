@@ -22,14 +22,14 @@ from pathlib import Path
 
 import matplotlib
 
+import ctxlens.report.card as _card
+import ctxlens.report.findings as _findings
+import ctxlens.report.html as h
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
 from ctxlens.findings import FINDINGS, compute_findings
 from ctxlens.findings.card import Line, card_of_runs, line_costs
 from ctxlens.findings.models import recorded_infos
-from ctxlens.report import card as _card
-from ctxlens.report import findings as _findings
-from ctxlens.report import html as h
 from ctxlens.report.figures import RC, Palette, Panel, data_uri, save
 from ctxlens.report.registry import Context, plotters
 from ctxlens.report.style import CSS

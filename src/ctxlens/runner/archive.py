@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
-from ctxlens.runner.lock import _try_lock, lock_name
+from ctxlens.runner.lock import lock_name, try_lock
 from ctxlens.runner.store import archived, check_ours, gunzip, results_files
 
 
@@ -70,7 +70,7 @@ class _no_writer:
     def __enter__(self):
         try:
             for path in self.paths:
-                self.fds.append(_try_lock(path, fcntl.LOCK_EX, os.O_RDWR | os.O_CREAT))
+                self.fds.append(try_lock(path, fcntl.LOCK_EX, os.O_RDWR | os.O_CREAT))
         except BaseException:
             self.__exit__()
             raise

@@ -31,7 +31,7 @@ def _busy(path: Path, fd: int) -> CtxlensError:
                         "or use another --out directory.")
 
 
-def _try_lock(path: Path, mode: int, flags: int) -> int:
+def try_lock(path: Path, mode: int, flags: int) -> int:
     """An fd of ``path`` (opened with ``flags``) holding an flock of ``mode``, or CtxlensError
     naming the holder."""
     files.refuse_link_or_special(path)
@@ -61,7 +61,7 @@ class WriterLock:
         if self.path in _HELD:
             _HELD[self.path][1] += 1
         else:
-            fd = _try_lock(self.path, fcntl.LOCK_EX, os.O_RDWR | os.O_CREAT)
+            fd = try_lock(self.path, fcntl.LOCK_EX, os.O_RDWR | os.O_CREAT)
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             _HELD[self.path] = [fd, 1]
@@ -89,4 +89,4 @@ def check_free(directory: Path, rank: int | None = None) -> None:
     path = (Path(directory) / lock_name(rank)).absolute()
     if path in _HELD or not path.exists():
         return
-    os.close(_try_lock(path, fcntl.LOCK_SH, os.O_RDONLY))  # read-only: works on a read-only folder
+    os.close(try_lock(path, fcntl.LOCK_SH, os.O_RDONLY))  # read-only: works on a read-only folder

@@ -19,22 +19,9 @@ RULER's 13 tasks are a fact of the long-sequence paper, ``ctxlens.core.papers.RU
 from __future__ import annotations
 
 from ctxlens.core.papers import RULER_TASKS
+from ctxlens.tasks.base import HELPERS, load_builtin  # noqa: F401 - re-exported (defined by the registry's module)
 
 __all__ = ["generate", "get_task", "tasks", "score", "RULER_TASKS"]
-
-# The modules of this package that register no task: the engine (backends imports torch: never
-# imported by the registry).
-HELPERS = ("backends", "base", "dataset", "export", "fit", "haystack", "layout", "prefix", "qa_data", "render",
-           "sandbox", "scoring", "tokenizer", "tokens", "words")
-
-
-def load_builtin() -> None:
-    """Import every task module of ``ctxlens.tasks``; each must register at least one task."""
-    from ctxlens.tasks.base import TASKS
-
-    TASKS.load_package("ctxlens.tasks", HELPERS, origin=lambda t: t.build.__module__,
-                       fix="end it with register(Task(...)) (ctxlens.tasks.base), or name it in HELPERS of "
-                           "ctxlens.tasks if it is a helper")
 
 
 def tasks() -> dict:

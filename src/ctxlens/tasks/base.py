@@ -181,14 +181,20 @@ class Refit(Exception):
     """Raised when the piecewise encoding disagreed with a full one: build the sample again."""
 
 
-def _load_tasks() -> None:
-    """Import the task modules (``ctxlens.tasks.load_builtin``); each registers its tasks."""
-    from ctxlens.tasks import load_builtin
+# The modules of this package that register no task: the engine (backends imports torch: never
+# imported by the registry). Re-exported as ``ctxlens.tasks.HELPERS``.
+HELPERS = ("backends", "base", "dataset", "export", "fit", "haystack", "layout", "prefix", "qa_data", "render",
+           "sandbox", "scoring", "tokenizer", "tokens", "words")
 
-    load_builtin()
+
+def load_builtin() -> None:
+    """Import every task module of ``ctxlens.tasks``; each must register at least one task."""
+    TASKS.load_package("ctxlens.tasks", HELPERS, origin=lambda t: t.build.__module__,
+                       fix="end it with register(Task(...)) (ctxlens.tasks.base), or name it in HELPERS of "
+                           "ctxlens.tasks if it is a helper")
 
 
-TASKS: Registry[Task] = Registry("task", load=_load_tasks)
+TASKS: Registry[Task] = Registry("task", load=load_builtin)
 
 
 def register(task: Task) -> Task:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ctxlens.core.errors import unknown
 from ctxlens.data.checks import check_int
-from ctxlens.data.corpus.facts import _new_key, _value, question, statement
-from ctxlens.data.corpus.language import _filler, _introduction, _new_world
+from ctxlens.data.corpus.facts import new_key, question, statement, value_for
+from ctxlens.data.corpus.language import filler, introduction, new_world
 
 SPLITS = ("train", "validation", "test")
 NEAR_MAX_DISTANCE = 400  # bytes from a near fact's stated value to the start of its answer
@@ -177,10 +177,10 @@ _RECENT_BYTES = 450  # "recent" span sources lie within this many bytes of the c
 
 def _document(rng: random.Random, min_bytes: int, max_bytes: int) -> Document:
     target = rng.randint(min_bytes, max_bytes - _SLACK)
-    world = _new_world(rng, rng.randint(2, 4))
+    world = new_world(rng, rng.randint(2, 4))
     out = _Writer(rng)
     for person in world.people:
-        out.add(_introduction(person), copyable=True)
+        out.add(introduction(person), copyable=True)
     keys: list[str] = []
     pending: list[_Pending] = []
     facts: list[Fact] = []
@@ -195,7 +195,7 @@ def _document(rng: random.Random, min_bytes: int, max_bytes: int) -> Document:
         elif roll < 0.25 and _copy_span(rng, out, spans):
             pass
         else:
-            out.add(_filler(rng, world), copyable=True)
+            out.add(filler(rng, world), copyable=True)
     facts.sort(key=lambda f: f.stated_at)
     people = tuple(f"{p.first} {p.last}" for p in world.people)
     return Document(out.text, tuple(facts), tuple(spans), people)
@@ -203,8 +203,8 @@ def _document(rng: random.Random, min_bytes: int, max_bytes: int) -> Document:
 
 def _state_fact(rng, out: _Writer, keys, pending, facts, target: int) -> None:
     """State a new fact and schedule its ask: near (60%), far (25%, if room) or never."""
-    key = _new_key(rng, keys, numeric=False)
-    value = _value(rng, key)
+    key = new_key(rng, keys, numeric=False)
+    value = value_for(rng, key)
     stated_at = out.add(statement(key, value))
     value_at = stated_at + len(statement(key, "")) - 1
     end = len(out.text)

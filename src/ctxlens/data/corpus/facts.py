@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import re
 
-from ctxlens.data.corpus.language import _unique
+from ctxlens.data.corpus.language import unique
 
 # --------------------------------------------------------------------------------------
 # Vocabulary of facts
@@ -70,19 +70,19 @@ MIN_PROBE_DISTANCE = len(statement(_longest_probe_key(), "0000")) + 1 + len(
 
 def number_fact(rng: random.Random) -> tuple[str, str]:
     """A random (key, 4-digit value) of the corpus's numeric facts: ``("code for the blue door", "4172")``."""
-    key = _new_key(rng, [], numeric=True)
-    return key, _value(rng, key)
+    key = new_key(rng, [], numeric=True)
+    return key, value_for(rng, key)
 
 
-def _new_key(rng: random.Random, taken: list[str], *, numeric: bool) -> str:
+def new_key(rng: random.Random, taken: list[str], *, numeric: bool) -> str:
     def make(r: random.Random) -> str:
         attrs = _NUMBER_ATTRS if numeric or r.random() < 0.7 else _WORD_ATTRS
         return f"{r.choice(attrs)} for the {r.choice(_FACT_ADJS)} {r.choice(_FACT_NOUNS)}"
 
-    return _unique(rng, make, taken)
+    return unique(rng, make, taken)
 
 
-def _value(rng: random.Random, key: str) -> str:
+def value_for(rng: random.Random, key: str) -> str:
     if key.startswith(_WORD_ATTRS):
         return rng.choice(_VALUE_WORDS)
     return str(rng.randint(1000, 9999))

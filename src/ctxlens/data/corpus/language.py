@@ -1,8 +1,8 @@
 """The built-in corpus's prose: its vocabulary, the people of a document, and filler sentences.
 
-Each document introduces 2-4 invented people (``_new_world``, ``_introduction``) and then
+Each document introduces 2-4 invented people (``new_world``, ``introduction``) and then
 talks about them in template sentences over a small vocabulary, naming them by first name,
-full name, pronoun, possessive or job (``_filler``): the local language statistics and the
+full name, pronoun, possessive or job (``filler``): the local language statistics and the
 coreference that ``ctxlens.data.corpus`` puts into every document. The vocabularies are
 tuples, so every ``rng.choice`` over them is reproducible.
 """
@@ -45,10 +45,10 @@ _PREPS = ("near", "by", "behind", "under", "beside", "inside")
 _WEATHER = ("cold", "warm", "windy", "rainy", "quiet", "bright", "grey", "long")
 _HABITS = ("bake bread", "sing at night", "fish in the river", "walk to the market",
            "tell old stories", "work on the farm", "sleep late")
-_SHORT = ("It rained.", "Night fell.", "Rain fell.", "Time passed.", "Birds sang.",
-          "Nobody spoke.", "All was quiet.", "The wind rose.", "Days went by.",
-          "The sun came out.", "It was late.", "Snow fell on the roofs.",
-          "The bells rang in the town.")
+SHORT = ("It rained.", "Night fell.", "Rain fell.", "Time passed.", "Birds sang.",
+         "Nobody spoke.", "All was quiet.", "The wind rose.", "Days went by.",
+         "The sun came out.", "It was late.", "Snow fell on the roofs.",
+         "The bells rang in the town.")
 
 
 # --------------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class _Person:
 
 
 @dataclass
-class _World:
+class World:
     """The people and towns of one document, and who was mentioned last (for pronouns)."""
 
     people: list[_Person]
@@ -93,7 +93,7 @@ def _name(rng: random.Random, syllables: int, end: tuple[str, ...] = (), *,
     return word.capitalize()
 
 
-def _unique(rng: random.Random, make, taken: list[str]) -> str:
+def unique(rng: random.Random, make, taken: list[str]) -> str:
     while True:
         word = make(rng)
         if word not in taken:
@@ -101,32 +101,32 @@ def _unique(rng: random.Random, make, taken: list[str]) -> str:
             return word
 
 
-def _new_world(rng: random.Random, n_people: int) -> _World:
+def new_world(rng: random.Random, n_people: int) -> World:
     taken: list[str] = []
-    towns = [_unique(rng, lambda r: _name(r, r.randint(1, 2), _PLACE_ENDS), taken)
+    towns = [unique(rng, lambda r: _name(r, r.randint(1, 2), _PLACE_ENDS), taken)
              for _ in range(3)]
     people = []
     for _ in range(n_people):
         people.append(_Person(
-            first=_unique(rng, lambda r: _name(r, 2, onsets=_ONSETS[:14]), taken),
-            last=_unique(rng, lambda r: _name(r, r.randint(1, 2), _CODAS), taken),
+            first=unique(rng, lambda r: _name(r, 2, onsets=_ONSETS[:14]), taken),
+            last=unique(rng, lambda r: _name(r, r.randint(1, 2), _CODAS), taken),
             she=rng.random() < 0.5,
             job=rng.choice(_JOBS),
             town=rng.choice(towns),
             item=f"{rng.choice(_COLORS)} {rng.choice(_ITEMS)}",
             pet=rng.choice(_PETS),
-            pet_name=_unique(rng, lambda r: _name(r, 1, onsets=_ONSETS[:14]), taken),
+            pet_name=unique(rng, lambda r: _name(r, 1, onsets=_ONSETS[:14]), taken),
         ))
-    return _World(people, towns)
+    return World(people, towns)
 
 
-def _introduction(p: _Person) -> str:
+def introduction(p: _Person) -> str:
     pron = p.pron.capitalize()
     return (f"{p.first} {p.last} is a {p.job} from {p.town}. {pron} has a {p.item} and a "
             f"{p.pet} called {p.pet_name}.")
 
 
-def _subject(rng: random.Random, world: _World) -> tuple[_Person, str]:
+def _subject(rng: random.Random, world: World) -> tuple[_Person, str]:
     """A person and how to name them: the pronoun when they were just mentioned."""
     if world.last is not None and rng.random() < 0.6:
         return world.last, world.last.pron
@@ -134,7 +134,7 @@ def _subject(rng: random.Random, world: _World) -> tuple[_Person, str]:
     return person, person.first if rng.random() < 0.85 else f"{person.first} {person.last}"
 
 
-def _person_sentence(rng: random.Random, world: _World) -> str:
+def _person_sentence(rng: random.Random, world: World) -> str:
     person, who = _subject(rng, world)
     other = rng.choice([p for p in world.people if p is not person])
     form = rng.randrange(7)
@@ -161,7 +161,7 @@ def _person_sentence(rng: random.Random, world: _World) -> str:
     return text[0].upper() + text[1:]
 
 
-def _world_sentence(rng: random.Random, world: _World) -> str:
+def _world_sentence(rng: random.Random, world: World) -> str:
     form = rng.randrange(5)
     world.last = None
     if form == 0:
@@ -174,10 +174,10 @@ def _world_sentence(rng: random.Random, world: _World) -> str:
         return f"The {rng.choice(_THINGS)} was {first} and {second}."
     if form == 3:
         return f"Many people in {rng.choice(world.towns)} {rng.choice(_HABITS)}."
-    return rng.choice(_SHORT)
+    return rng.choice(SHORT)
 
 
-def _filler(rng: random.Random, world: _World) -> str:
+def filler(rng: random.Random, world: World) -> str:
     """One filler sentence: about a person (60%) or about the world."""
     if rng.random() < 0.6:
         return _person_sentence(rng, world)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.data.checks import check_int
-from ctxlens.data.corpus.facts import MIN_PROBE_DISTANCE, _new_key, _value, question, statement
-from ctxlens.data.corpus.language import _SHORT, _filler, _introduction, _new_world, _World
+from ctxlens.data.corpus.facts import MIN_PROBE_DISTANCE, new_key, question, statement, value_for
+from ctxlens.data.corpus.language import SHORT, World, filler, introduction, new_world
 
 PROBE_DISTANCE_TOLERANCE = 12  # a probe's fact sits at most this many bytes short of the request
 
@@ -67,10 +67,10 @@ def retrieval_probes(
 
 
 def _probe(rng: random.Random, distance: int, total: int) -> RetrievalProbe:
-    world = _new_world(rng, rng.randint(2, 4))
+    world = new_world(rng, rng.randint(2, 4))
     keys: list[str] = []
-    key = _new_key(rng, keys, numeric=True)
-    answer = _value(rng, key)
+    key = new_key(rng, keys, numeric=True)
+    answer = value_for(rng, key)
     fact, ask = statement(key, answer), question(key)
     shortest = len(fact) + 1 + len(ask)  # <= MIN_PROBE_DISTANCE <= distance
     middle = _fill(rng, world, keys, distance - shortest - 1)
@@ -79,7 +79,7 @@ def _probe(rng: random.Random, distance: int, total: int) -> RetrievalProbe:
     return RetrievalProbe(head + tail, answer, key, len(tail))
 
 
-def _fill(rng: random.Random, world: _World, keys: list[str], budget: int) -> str:
+def _fill(rng: random.Random, world: World, keys: list[str], budget: int) -> str:
     """Whole chunks joined by spaces, at most ``budget`` bytes, within 12 bytes of it."""
     parts: list[str] = []
     used = -1
@@ -92,32 +92,32 @@ def _fill(rng: random.Random, world: _World, keys: list[str], budget: int) -> st
         used += len(chunk) + 1
 
 
-def _fitting_chunk(rng: random.Random, world: _World, keys: list[str], room: int) -> str | None:
+def _fitting_chunk(rng: random.Random, world: World, keys: list[str], room: int) -> str | None:
     """A filler sentence or distractor fact of at most ``room`` bytes, or None if none fits."""
-    if room < min(len(s) for s in _SHORT):
+    if room < min(len(s) for s in SHORT):
         return None
     for _ in range(20):
-        chunk = _distractor(rng, keys) if rng.random() < 0.1 else _filler(rng, world)
+        chunk = _distractor(rng, keys) if rng.random() < 0.1 else filler(rng, world)
         if len(chunk) <= room:
             return chunk
-    fits = [s for s in _SHORT if len(s) <= room]
+    fits = [s for s in SHORT if len(s) <= room]
     return rng.choice(fits)
 
 
 def _distractor(rng: random.Random, keys: list[str]) -> str:
     """A fact with a new numeric key (never the probe's), stated and never asked."""
-    key = _new_key(rng, keys, numeric=True)
-    return statement(key, _value(rng, key))
+    key = new_key(rng, keys, numeric=True)
+    return statement(key, value_for(rng, key))
 
 
-def _left_cut(rng: random.Random, world: _World, keys: list[str], size: int) -> str:
+def _left_cut(rng: random.Random, world: World, keys: list[str], size: int) -> str:
     """The last ``size`` bytes of fresh corpus-like text ending in a separator ('' if 0)."""
     if size <= 0:
         return ""
-    parts = [_introduction(p) for p in world.people]
+    parts = [introduction(p) for p in world.people]
     length = sum(len(p) + 1 for p in parts)
     while length < size:
-        chunk = _distractor(rng, keys) if rng.random() < 0.1 else _filler(rng, world)
+        chunk = _distractor(rng, keys) if rng.random() < 0.1 else filler(rng, world)
         parts.append(chunk)
         length += len(chunk) + 1
     return (" ".join(parts) + " ")[-size:]

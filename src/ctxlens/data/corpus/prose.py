@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from ctxlens.data.corpus.language import _filler, _introduction, _new_world
+from ctxlens.data.corpus.language import filler, introduction, new_world
 
 ESSAYS = 400
 SENTENCES = (20, 45)  # filler sentences per essay (inclusive range)
@@ -25,9 +25,9 @@ SENTENCES = (20, 45)  # filler sentences per essay (inclusive range)
 def essay(index: int) -> str:
     """Essay ``index`` of the cycle: its people introduced, then filler sentences about them."""
     rng = random.Random(f"ctxlens.corpus.prose:{index}")
-    world = _new_world(rng, rng.randint(2, 4))
-    parts = [_introduction(p) for p in world.people]
-    parts += [_filler(rng, world) for _ in range(rng.randint(*SENTENCES))]
+    world = new_world(rng, rng.randint(2, 4))
+    parts = [introduction(p) for p in world.people]
+    parts += [filler(rng, world) for _ in range(rng.randint(*SENTENCES))]
     return " ".join(parts)
 
 

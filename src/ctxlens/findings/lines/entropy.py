@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ctxlens.core.papers import named
-from ctxlens.core.stats import normal_quantile, randomization_p
+from ctxlens.core.stats import normal_quantile, percentile_interval, randomization_p, sample_sd
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.verdicts import number as _n
 
@@ -104,11 +104,10 @@ def pearson(pts: dict[int, tuple[float, float]]) -> float | None:
 
 
 def _interval(values: list[float]) -> tuple[tuple[float, float], float] | None:
-    """(95% percentile interval, SD) of bootstrap values; None with fewer than 20."""
-    v = [x for x in values if x is not None and math.isfinite(x)]
-    if len(v) < 20:
+    """(95% percentile interval, SD) of the finite bootstrap values; None with fewer than 20."""
+    if sum(1 for x in values if x is not None and math.isfinite(x)) < 20:
         return None
-    return (float(np.quantile(v, 0.025)), float(np.quantile(v, 0.975))), float(np.std(v, ddof=1))
+    return percentile_interval(values), sample_sd(values)
 
 
 def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") -> dict | None:

@@ -15,6 +15,7 @@ import numpy as np
 from ctxlens.core.papers import RULER_TASKS as RULER_13  # RULER's 13 tasks (Table 1)
 from ctxlens.core.papers import named
 from ctxlens.core.stats import mde as mde_of
+from ctxlens.core.stats import mean_resamples
 from ctxlens.findings.card import Context, Line, absent, card_line
 from ctxlens.findings.long_sequence import ALPHA, DEPTH_GRID, ENDS, MIDDLE, MIN_DIP, MIN_DROP, length_test, middle_test
 from ctxlens.findings.models import reaches
@@ -82,10 +83,7 @@ def task_set_score(values: dict[str, list[float]], n_boot: int = N_BOOT, seed: i
     rng = np.random.default_rng(seed)
     total = np.zeros(n_boot)
     for t in tasks:
-        x = np.asarray(values[t], dtype=np.float64)  # [n_t]
-        m = x.mean()
-        x = m + (x - m) * math.sqrt(len(x) / (len(x) - 1))
-        total += x[rng.integers(0, len(x), (n_boot, len(x)))].mean(axis=1)  # [n_boot]
+        total += mean_resamples(values[t], rng, n_boot)  # [n_boot]
     total /= len(tasks)
     lo, hi = np.quantile(total, [0.025, 0.975])
     return score, (max(0.0, float(lo)), min(100.0, float(hi)))
