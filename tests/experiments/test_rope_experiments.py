@@ -443,3 +443,25 @@ def test_findings_verdict_follows_the_stated_criteria():
     assert few["verdict"] == "untestable" and findings.verdict(presence, few)["reproduced"] is None
     assert findings.masking_test(rows(0.0, 0.0, [0.0] * 19))["verdict"] == "nothing"
     assert findings.verdict(findings.presence_test([]), hurts)["reproduced"] is None
+
+
+def test_rope_rows_record_whether_their_windows_start_with_a_bos():
+    """The rows' ``bos`` column says what ``windows`` put first (issue 31: the RoPE experiments' rows had none)."""
+    from ctxlens.probes import rope as common
+    from ctxlens.probes.rope import RopeOptions
+    from tests.conftest import build_lm
+
+    class Bos:  # a tokenizer that adds BOS id 3 to any text it encodes
+        bos_token_id = 3
+
+        def encode(self, text, add_special_tokens=True):
+            return [3, 4] if add_special_tokens else [4]
+
+    lm = build_lm("llama")
+    unit = {"length": 8}
+    assert common.coordinates(lm, RopeOptions(source="random"), unit)["bos"] is False  # random ids: never
+    lm.tokenizer = Bos()
+    windows = common.windows(lm, RopeOptions(source="random", bos=True, lengths=[8]), 8, {}, n=2)
+    assert windows[:, 0].tolist() == [3, 3]  # what the column must then say
+    assert common.coordinates(lm, RopeOptions(source="random", bos=True), unit)["bos"] is True
+    assert common.coordinates(lm, RopeOptions(source="random", bos=False), unit)["bos"] is False

@@ -20,7 +20,7 @@ from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFract
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
 from ctxlens.probes.source import SourceOptions
-from ctxlens.probes.windows import source_windows
+from ctxlens.probes.windows import bos_id, is_random, source_windows
 
 
 @dataclass
@@ -98,4 +98,13 @@ def shared_pairs(lm, layers) -> int:
 def coordinates(lm, config, unit: dict) -> dict:
     """Columns every row of a unit carries: training length and whether the unit is beyond it."""
     trained = train_length(lm, config.train_length)
-    return {"train_length": trained, "beyond_train": unit["length"] > trained}
+    return {"train_length": trained, "beyond_train": unit["length"] > trained, "bos": reads_bos(lm, config)}
+
+
+def reads_bos(lm, config) -> bool:
+    """Whether ``windows`` puts a BOS first for ``config`` on ``lm`` (the rows' ``bos`` column): its
+    ``bos`` option, or unset (auto) whether the tokenizer adds one, never before random ids."""
+    bos = getattr(config, "bos", False)
+    if bos is None and is_random(config.source):
+        return False
+    return bos_id(lm, bos) is not None

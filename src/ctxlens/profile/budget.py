@@ -14,6 +14,10 @@ A part's estimate is the sum, over its units, of the tokens its experiment's ``w
    those of them that fit the room the cuts left;
 3. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time.
 
+Under ``SHORT`` (30 minutes) no part may take more than ``PART_SHARE`` (a third) of the time unless it
+is the only one left: a part that does even at its smallest is left out, and the scale stops where
+one would pass it, so a short budget buys several of the card's lines rather than one long part.
+
 ``refit`` does steps 2-3 again for the parts not yet started, at the same L, when the parts run so
 far took longer or much shorter than planned (their ratio ``slow`` multiplies the estimates; one
 ratio for the parts that generate answers and one for those that only run forwards, since early
@@ -39,6 +43,8 @@ FLOOR = 256  # L is never capped below this (or the training length, when shorte
 UNIT_SECONDS = 0.3  # fixed cost of a unit (committing rows, tokenising, building prompts)
 DEFAULT_LENGTH = 4096  # L of a model whose config states no length (a recurrent model)
 STEPS = 14  # bisection steps of the scale
+SHORT = 30 * 60.0  # seconds: under this budget ...
+PART_SHARE = 1 / 3  # ... no part takes more than this share of it, unless it is the only part
 
 
 @dataclass
@@ -109,6 +115,27 @@ def _total(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, sl
     return sum(plan_part(p, size, info, speed, slow).seconds for p in parts)
 
 
+def _fits(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float, slow: Slow) -> bool:
+    """Whether ``parts`` at ``size`` fit ``seconds`` of suite time (in total, and each within
+    ``_part_cap`` when there are several)."""
+    each = [plan_part(p, size, info, speed, slow).seconds for p in parts]
+    return sum(each) <= seconds and not (len(parts) > 1 and max(each) > _part_cap(seconds))
+
+
+def _too_long(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow) -> list[Part]:
+    """The parts that alone take more than ``_part_cap(seconds)`` at ``size`` (none when alone)."""
+    if len(parts) < 2:
+        return []
+    return [p for p in parts if plan_part(p, size, info, speed, slow).seconds > _part_cap(seconds)]
+
+
+def _part_cap(seconds: float) -> float:
+    """The most one part may take of a suite fitted to ``seconds`` (``TARGET`` of the budget): a third of
+    the budget when it is under ``SHORT``, else no cap."""
+    budget = seconds / TARGET
+    return PART_SHARE * budget if budget < SHORT else float("inf")
+
+
 def profile_length(info: ModelInfo) -> int:
     """L before any cap: the training length, else the positions, else ``DEFAULT_LENGTH``."""
     return info.train_length or info.max_positions or DEFAULT_LENGTH
@@ -119,6 +146,10 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
     """Reduce, then drop, parts until the smallest suite fits ``seconds``; then take back, in
     drop order, the dropped parts that fit the room left."""
     everyone, parts = list(parts), list(parts)
+    for part in _too_long(parts, size, info, speed, seconds, slow):
+        if len(parts) > 1:
+            parts.remove(part)
+            left_out[part.name] = f"at its smallest it would take over a third of a budget under {SHORT / 60:.0f} min"
     while parts and _total(parts, size, info, speed, slow) > seconds:
         victim = max(parts, key=lambda p: p.drop_order)
         reducible = [p for p in parts if p.reducible and p.name not in size.reduced]
@@ -130,20 +161,20 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
         left_out[victim.name] = "the budget cannot afford it even at its smallest size"
     order = [p.name for p in everyone]
     for part in sorted((p for p in everyone if p.name in left_out), key=lambda p: p.drop_order):
-        if _total([*parts, part], size, info, speed, slow) <= seconds:  # a cheaper part fits the room left
+        if _fits([*parts, part], size, info, speed, seconds, slow):  # a cheaper part fits the room left
             parts.append(part)
             del left_out[part.name]
     return sorted(parts, key=lambda p: order.index(p.name)), size
 
 
 def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, top: float) -> Size:
-    """``size`` with the largest scale <= ``top`` whose suite fits ``seconds``."""
-    if _total(parts, dataclasses.replace(size, scale=top), info, speed, slow) <= seconds:
+    """``size`` with the largest scale <= ``top`` whose suite fits ``seconds`` (``_fits``)."""
+    if _fits(parts, dataclasses.replace(size, scale=top), info, speed, seconds, slow):
         return dataclasses.replace(size, scale=top)
     low, high = 0.0, top
     for _ in range(STEPS):
         mid = (low + high) / 2
-        low, high = (mid, high) if _total(parts, dataclasses.replace(size, scale=mid), info, speed, slow) <= seconds \
+        low, high = (mid, high) if _fits(parts, dataclasses.replace(size, scale=mid), info, speed, seconds, slow) \
             else (low, mid)
     return dataclasses.replace(size, scale=low)
 

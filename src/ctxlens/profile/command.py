@@ -22,12 +22,12 @@ import re
 import time
 from pathlib import Path
 
+import ctxlens.profile.budget as fitting
+import ctxlens.profile.record as records
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
-from ctxlens.profile import budget as fitting
-from ctxlens.profile import record as records
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, Size, skip_reason
 
@@ -290,9 +290,11 @@ def _top_up(state: dict, left: float, seconds: float) -> dict | None:
     """When every part is done and at least ``TOP_UP_SHARE`` of the budget is left, a further run of
     the needle grid (``TOP_UP``) with a new seed, as many samples as the time left affords at the
     pace its first run took; its rows pool with the first's (the card's L-vs-2L and middle-dip lines
-    gain samples). Added to the record's parts (``top_up``); None when there is no room."""
+    gain samples). Added to the record's parts (``top_up``), once per profile (a resume finishes it, and
+    adds no second); None when there is no room."""
     base = next((p for p in state["parts"] if p["name"] == TOP_UP and p["status"] == "done"), None)
-    if base is None or left < max(60.0, TOP_UP_SHARE * seconds) or not base.get("spent_s"):
+    again = any(p.get("top_up") for p in state["parts"])
+    if base is None or again or left < max(60.0, TOP_UP_SHARE * seconds) or not base.get("spent_s"):
         return None
     per_sample = base["spent_s"] / base["options"]["n_samples"]
     n = int(fitting.TARGET * left / per_sample)

@@ -6,7 +6,8 @@ The intrinsic-entropy paper approximates the Bayes risk H(P, P_l) at context len
 model's CE and derives dR/dl < 0 (Section 2.2.1, from Assumptions 1-2). The card's test of it is the
 OBSERVED fall of CE over the last measured doubling, CE(l/2) - CE(l), paired over windows: in
 ``loss-vs-length`` sample i is the same document window at every length (every length's windows are
-cut from one array of ids and score the same targets), so each window gives one difference and
+cut from one array of ids and score the same targets; with ``scoring="positions"`` each length reads
+its own targets, l tokens into one forward of the window), so each window gives one difference and
 the windows are the independent items. The fit C0 + C / l^gamma (Eq. 3) is descriptive: it is not
 extrapolated (a "usable context" beyond the measured lengths is "not determined").
 
@@ -195,7 +196,9 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
                     "untested", numbers, n=n, unit="windows", bounds=(-math.inf, math.inf))
     under = t["mde"] > USABLE_GAIN
     power = f"detects >= {_n(t['mde'], 2)} nats" + (f" (underpowered for {USABLE_GAIN})" if under else "")
-    unc = f"n = {n} windows (paired); 95% CI {_n(t['ci'][0])} to {_n(t['ci'][1])} (t); {power}"
+    how = ("paired over windows; each length read at its own offset of one forward per window"
+           if any(r.get("visible_min") is not None for r in rows) else "paired; the same targets at every length")
+    unc = f"n = {n} windows ({how}); 95% CI {_n(t['ci'][0])} to {_n(t['ci'][1])} (t); {power}"
     verdict = ("falls over the last doubling" if t["fires"] == "up" else
                "rises over the last doubling" if t["fires"] == "down" else "no significant gain")
     return Line("usable_context", model, t["mean"], text, unc, verdict, numbers, n=n, unit="windows",
