@@ -18,6 +18,7 @@ BENCHES = (
     "parity_table_form",
     "prefix_share",
     "progress_overhead",
+    "suite_overhead",
 )
 # ``--quick``: the experiment table at 1K tokens plus the anisotropy, task-generation and prefix-sharing figures
 QUICK = ("experiment_overhead", "capture_overhead", "anisotropy", "taskgen", "prefix_share")

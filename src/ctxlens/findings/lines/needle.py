@@ -223,8 +223,8 @@ def middle_dip(rows: list[dict], model: str, L: int) -> Line:
     text = (f"start (depth 0) {s['end']:.2f}, middle (depth {MIDDLE:g}) {s['middle']:.2f}, end (depth 100) "
             f"{e['end']:.2f} at {L}")
     unc = (f"n = {n} haystacks; start - middle {s['diff']:+.2f} (95% CI {s['interval'][0]:+.2f} to "
-           f"{s['interval'][1]:+.2f}, McNemar p = {s['p']:.3g}); end - middle {e['diff']:+.2f} (95% CI "
-           f"{e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); {_detects('dip', m, n)}"
+           f"{s['interval'][1]:+.2f}, one-sided McNemar p of a dip = {s['p']:.3g}); end - middle {e['diff']:+.2f} "
+           f"(95% CI {e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); {_detects('dip', m, n)}"
            + ("" if m is not None and m <= MIN_DIP else f" (underpowered for the paper's {MIN_DIP:g})")
            + _grid_note(got))
     if not got["retrieved"]:
