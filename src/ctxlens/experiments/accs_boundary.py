@@ -20,12 +20,17 @@ from typing import Annotated
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
 from ctxlens.experiments.registry import (
+    ACCS,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
+    LENGTH,
+    SEED,
     SMOKE_SEQUENCES,
+    WINDOWS,
     DemoStep,
     Smoke,
     T,
+    declare,
     register,
     summary,
 )
@@ -80,6 +85,9 @@ def work(config: Config, unit: dict) -> list[Work]:
 
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # the demo's; b_min, 0.5 and 1.0 are what the plateau criterion reads
 
+COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS)
+
+
 register(Experiment(
     "accs-boundary", Config, plan, run, needs=("residual",), doc=summary(__doc__), work=work,
     paper="geometry", section="Section 5.2, Figure 4, Tables 4-5",
@@ -90,4 +98,5 @@ register(Experiment(
                    controls=("alibi", "mamba2", "mlstm", "griffin", "hybrid")),
           DemoStep("rope", {**DEMO_GEOMETRY, "lengths": [4 * T], "n_sequences": 4, "boundaries": BOUNDARIES},
                    None, controls=("rope",), model_options=EXTRAPOLATE, run="accs-boundary-beyond-training")),
+    columns=COLUMNS,
 ))

@@ -21,7 +21,20 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import Fraction, Layers, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    ACCS,
+    DEMO_GEOMETRY,
+    LENGTH,
+    SEED,
+    SMOKE_SEQUENCES,
+    WINDOWS,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.probes import suffix as sx
 
 
@@ -69,6 +82,9 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(2 * config.n_sequences, unit["length"])]
 
 
+COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS)
+
+
 register(Experiment(
     "accs-layers", Config, plan, run, needs=("residual",), doc=summary(__doc__), work=work,
     paper="geometry", section="Section 4, Figure 1",
@@ -76,4 +92,5 @@ register(Experiment(
                 at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L], "layers": None}, every_layer=True),
     demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 16},
                    {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4}, controls=("rope",)),),
+    columns=COLUMNS,
 ))

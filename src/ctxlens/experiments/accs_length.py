@@ -25,12 +25,19 @@ from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
+    ACCS,
+    COMPRESSION_RATE,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
+    LENGTH,
+    SEED,
     SMOKE_SEQUENCES,
+    WINDOWS,
+    Column,
     DemoStep,
     Smoke,
     T,
+    declare,
     register,
     summary,
 )
@@ -95,6 +102,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for stream in config.streams for layer in layers]
 
 
+COLUMNS = declare(
+    LENGTH, SEED, WINDOWS, ACCS, COMPRESSION_RATE,
+    Column("period_len", int, "tokens", "length of the repeated period"),
+    Column("stride", int, "tokens", "offset between consecutive periods' starts"),
+)
+
+
 register(Experiment(
     "accs-length", Config, plan, run, needs=("residual",), doc=summary(__doc__),
     paper="geometry", section="Section 5.3, Figure 5, Tables 6-7",
@@ -102,4 +116,5 @@ register(Experiment(
                 at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L]}),
     demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2},
                    {**DEMO_GEOMETRY, "lengths": [T, 2 * T], "n_sequences": 2}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -24,7 +24,22 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    COMPRESSION_RATE,
+    DEMO_GEOMETRY,
+    LENGTH,
+    SEED,
+    SMOKE_SEQUENCES,
+    WINDOWS,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    pick,
+    register,
+    summary,
+)
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
@@ -121,6 +136,18 @@ def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config)
             **sx.metric_columns(acc.result(), sx.POOL_METRICS, config.condition_number)}
 
 
+COLUMNS = declare(
+    LENGTH, SEED, WINDOWS, pick("positions", "window", "stream", "layer", "n", "anisotropy", "mean_dot"),
+    COMPRESSION_RATE,
+    Column("perturbation", str, "", "how the prefix was made more or less compressible ('local-shuffle', 'none')"),
+    Column("effective_window", int, "tokens", "the shuffle window actually used (the prefix length for 0)"),
+    Column("bin", int, "", "compression-rate bin of the unperturbed windows"),
+    Column("n_bins", int, "", "number of compression-rate bins"),
+    Column("rate_low", float, "bits/token", "lowest compression rate in the bin"),
+    Column("rate_high", float, "bits/token", "highest compression rate in the bin"),
+)
+
+
 register(Experiment(
     "anisotropy-compression", Config, plan, run, needs=("residual",), doc=summary(__doc__),
     paper="geometry", section="Section 5.1, Figure 3, Appendix D, Figure 7",
@@ -129,4 +156,5 @@ register(Experiment(
                                      "layers": None}, every_layer=True),
     demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 8, "windows": [1, 0], "n_bins": 2},
                    {**DEMO_GEOMETRY, "lengths": [T], "n_sequences": 4, "windows": [1, 0], "n_bins": 2}),),
+    columns=COLUMNS,
 ))

@@ -16,7 +16,9 @@ An experiment is one module with a ``Config`` dataclass, two functions and one d
   time estimate the runner prints before a run (without it: ``length`` x the config's sample
   count when the unit has a length);
 - ``register(Experiment(...))`` at the bottom: everything else about it (the paper and section
-  it implements, the analyses it needs, the small option set every test harness runs, the demo's
+  it implements, the columns of its rows with their types, units and meanings (``columns=``,
+  ``ctxlens.core.columns``: the runner checks every row against them), the analyses it needs,
+  the small option set every test harness runs, the demo's
   steps). The demo suite, the report fixtures, the memory-growth and bad-input tests, the
   README's experiments table and ``ctxlens run NAME --help`` are all read from these
   declarations, so a new experiment is its module and its plotter (``ctxlens/report/plots``).
@@ -26,10 +28,13 @@ The runner adds ``model`` and ``experiment`` to every unit and every row.
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from ctxlens.core import columns as contracts
+from ctxlens.core.columns import Column
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 
@@ -128,6 +133,9 @@ class Experiment:
     section: str  # where in that paper: "Section 4, Figure 1"
     smoke: Smoke
     demo: tuple[DemoStep, ...]
+    # the columns of its rows: its plan's unit coordinates and what ``run`` writes (ctxlens.core.columns);
+    # ``register`` refuses a declaration without them
+    columns: tuple[Column, ...] = ()
     needs: tuple[str, ...] = ()  # analyses the model's family must support
     doc: str = ""  # one line: what it measures
     # Experiments that build and train their own small models (sparse parity) take the model
@@ -137,6 +145,11 @@ class Experiment:
     # model-dependent defaults and the tokens of a unit (see the module docstring)
     defaults: Callable[..., Defaults] | None = None
     work: Callable[[typing.Any, dict], list[Work]] | None = None
+
+    @functools.cached_property
+    def declared(self) -> dict[str, Column]:
+        """name -> Column of every column its rows may carry (``columns`` and the runner's own)."""
+        return contracts.declared(self.columns, self.name)
 
 
 def summary(module_doc: str) -> str:

@@ -29,12 +29,19 @@ import torch
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
+    CONDITION,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
+    LENGTH,
+    SEED,
     SMOKE_SEQUENCES,
+    WINDOWS,
+    Column,
     DemoStep,
     Smoke,
     T,
+    declare,
+    pick,
     register,
     summary,
 )
@@ -132,6 +139,18 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
+COLUMNS = declare(
+    CONDITION, LENGTH, SEED, WINDOWS, pick("anisotropy"),
+    Column("uniform_nll", float, "nats", "-log p of a uniform distribution over the vocabulary (reference curve)"),
+    Column("rank_low", int, "rank", "first frequency rank of the bin (1 = most frequent entry)"),
+    Column("rank_high", int, "rank", "last frequency rank of the bin"),
+    Column("token", int, "", "the bin's token id when the bin holds one entry", optional=True),
+    Column("count", int, "", "occurrences of the bin's entries in the source"),
+    Column("nll", float, "nats", "mean -log p the model gives the bin's entries"),
+    Column("unigram_nll", float, "nats", "-log p of the bin's entries under the source's unigram distribution"),
+)
+
+
 register(Experiment(
     "collapse-modes", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
     paper="geometry", section="Appendix D, Figure 9",
@@ -144,4 +163,5 @@ register(Experiment(
                            "frequency_tokens": 100_000, "rank_bins": 32},
                    {**DEMO_GEOMETRY, "length": T, "long_length": 2 * T, "n_sequences": 2, "frequency_tokens": 20_000,
                     "rank_bins": 16}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

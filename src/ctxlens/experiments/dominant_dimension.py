@@ -21,7 +21,25 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    CORRELATION,
+    DEMO_ROPE,
+    DISTANCE_BINS,
+    EXTRAPOLATE,
+    KIND,
+    LENGTH,
+    ROPE_LAYER,
+    SEED,
+    TRAINING,
+    TRANSFORM,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, curve_rows
 from ctxlens.probes.positional_heads import distance_sums
@@ -43,6 +61,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])
 
 
+COLUMNS = declare(
+    TRANSFORM, LENGTH, SEED, KIND, ROPE_LAYER, CORRELATION, TRAINING, DISTANCE_BINS,
+    Column("top_k", int, "", "frequency pairs taken as a query-key pair's top contributors"),
+)
+
+
 register(Experiment(
     "dominant-dimension", Config, plan, run, needs=("rope",), doc=summary(__doc__),
     paper="rope-distance", section="Section 4.2, equations 13-15",
@@ -50,4 +74,5 @@ register(Experiment(
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64}),
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 64},
                    {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -36,7 +36,25 @@ from typing import Annotated
 
 from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
 from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    CONDITION,
+    DEMO_ROPE,
+    EXTRAPOLATE,
+    FLAG,
+    FRACTION,
+    LENGTH,
+    SEED,
+    TRAINING,
+    TRANSFORM,
+    Column,
+    DemoStep,
+    N,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import as_mask, n_selected, random_heads
@@ -183,6 +201,21 @@ def work(config: Config, unit: dict) -> list[Work]:
     return out
 
 
+COLUMNS = declare(
+    TRANSFORM, CONDITION, FRACTION, LENGTH, SEED, TRAINING, N, FLAG,
+    Column("draw", int, "", "random-head draw (0 for the top Positional Heads)"),
+    Column("task", str, "", "'passkey' retrieval rows or 'ppl' loss rows"),
+    Column("depth", float, "fraction", "relative depth of the passkey in the prompt"),
+    Column("probe", int, "", "index of the passkey prompt"),
+    Column("score", float, "fraction", "1 when the passkey was retrieved, else 0", optional=True),
+    Column("n_tokens", int, "tokens", "tokens of the prompt or window"),
+    Column("passkey_style", str, "", "how the passkey haystack is made ('corpus', ...)"),
+    Column("n_masked", int, "", "heads masked"),
+    Column("heads", list, "", "the masked heads as [[layer, head], ...]"),
+    Column("nll", float, "nats", "mean next-token loss of the window with the heads masked"),
+)
+
+
 register(Experiment(
     "head-masking", Config, plan, run, needs=("rope", "head_mask"), doc=summary(__doc__), defaults=defaults,
     work=work,
@@ -196,4 +229,5 @@ register(Experiment(
                             "detect_length": T, "detect_samples": 8, "n_queries": 128, "n_draws": 5, "n_passkey": 4},
                    {**DEMO_ROPE, "lengths": [T], "tasks": ["passkey"], "detect_length": T, "detect_samples": 1,
                     "n_draws": 2, "n_passkey": 2, "n_queries": 32}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -48,7 +48,7 @@ import torch
 
 from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
 from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import FITS, Column, DemoStep, Smoke, T, declare, pick, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
     NORMS,
@@ -277,6 +277,23 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(config.n_samples, unit["length"])] if unit["stage"] == "measure" else []
 
 
+COLUMNS = declare(
+    FITS, pick("source", "length", "layer", "bos"),
+    Column("after_final_norm", bool, "", "whether the features are read after the final norm"),
+    Column("n_samples", int, "", "windows whose last-token features make the covariance"),
+    Column("dim", int, "", "feature dimension", optional=True),
+    Column("underpowered", bool, "", "fewer samples than the feature dimension: the spectrum's tail is unreliable"),
+    Column("n_eig", int, "", "eigenvalues summed in the intrinsic entropy S_n"),
+    Column("n_components", int, "", "mixture components of the KDE"),
+    Column("bandwidth", float, "", "bandwidth of the KDE"),
+    Column("n_kde", int, "", "samples of the KDE entropy"),
+    Column("x", str, "", "the quantity CE is fitted against"),
+    Column("replicate", int, "", "bootstrap replicate over windows"),
+    Column("n_windows", int, "", "windows of the bootstrap"),
+    Column("norm", str, "", "how the eigenvalues are normalised before S_n ('max', ...)"),
+)
+
+
 register(Experiment(
     "intrinsic-entropy", Config, plan, run, needs=("token_loss",), doc=summary(__doc__), defaults=defaults,
     work=work,
@@ -289,4 +306,5 @@ register(Experiment(
                            "entropy_n": [8, 16, 32], "kde_samples": 96},
                    {"source": "builtin:test", "lengths": [16, 64, T], "n_samples": 24, "entropy_n": [8, 16],
                     "kde_samples": 24}),),
+    columns=COLUMNS,
 ))

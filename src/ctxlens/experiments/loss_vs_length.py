@@ -50,7 +50,7 @@ from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import Column, DemoStep, Smoke, T, declare, pick, register, summary
 from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
@@ -212,6 +212,22 @@ def positions_rows(lm, config: Config) -> list[dict]:
     return rows + [{"stage": "fit", **r} for r in fit_rows(lengths, per_length, config.n_boot, config.seed)]
 
 
+COLUMNS = declare(
+    pick("stage", "quantity", "value", "stderr", "fit", "n_points", "flag", "source", "length", "sample", "bos"),
+    Column("n_scored", int, "tokens", "target tokens scored per window"),
+    Column("visible_min", int, "tokens", "scoring='positions': the fewest tokens a target of the band saw"),
+    Column("scoring", str, "", "'positions': every length read from one forward per window (a unit coordinate)"),
+    Column("ce", float, "nats", "mean next-token cross-entropy of the window's targets with length tokens visible"),
+    Column("n_docs", int, "", "windows the fit's bootstrap resamples"),
+    Column("n_boot", int, "", "bootstrap replicates of the fit"),
+    Column("weighted", bool, "", "whether the fit weights lengths by their standard errors"),
+    Column("c0_min", float, "nats", "lower bound of C0 in the fit"),
+    Column("c0_at_bound", float, "fraction", "share of bootstrap fits with C0 at its bound"),
+    Column("ci_low", float, "", "lower end of the value's 95% bootstrap interval", optional=True),
+    Column("ci_high", float, "", "upper end of the value's 95% bootstrap interval", optional=True),
+)
+
+
 register(Experiment(
     "loss-vs-length", Config, plan, run, needs=("token_loss",), doc=summary(__doc__), work=work,
     paper="intrinsic-entropy", section="Section 2.2.2, Figure 2, Appendix E, Figure 11",
@@ -219,4 +235,5 @@ register(Experiment(
                 at_length=lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 1, "n_scored": 2}),
     demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [4, 16, 64, 256], "n_samples": 4, "n_scored": 4},
                    {"source": "builtin:test", "lengths": [4, 64, T], "n_samples": 2, "n_scored": 4}),),
+    columns=COLUMNS,
 ))

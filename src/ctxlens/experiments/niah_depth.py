@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Percent, PositiveInt, option
 from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, Column, DemoStep, Smoke, T, declare, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
 from ctxlens.tasks import get_task
 from ctxlens.tasks.base import TooShort
@@ -70,6 +70,9 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
 
 
+COLUMNS = declare(TASK_ROWS, Column("depth", float, "fraction", "relative depth of the needle asked for"))
+
+
 register(Experiment(
     "niah-depth", Config, plan, run, doc=summary(__doc__), defaults=defaults, work=work,
     paper="long-sequence", section="Tables 2-3",
@@ -80,4 +83,5 @@ register(Experiment(
                            "n_samples": 48, "max_new_tokens": 6},
                    {**DEMO_TASK, "task": "niah_corpus", "lengths": [T, 2 * T], "depths": [0.0, 50.0, 100.0],
                     "n_samples": 2, "max_new_tokens": 6}),),
+    columns=COLUMNS,
 ))

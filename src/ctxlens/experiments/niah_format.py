@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import Percent, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, Column, DemoStep, Smoke, T, declare, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
@@ -53,6 +53,15 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(*planned(config, "niah_single_2", unit["length"]))]
 
 
+COLUMNS = declare(
+    TASK_ROWS,
+    Column("depth", float, "fraction", "relative depth of the needle asked for"),
+    Column("haystack", str, "", "haystack type ('essay', 'noise', ...)"),
+    Column("key", str, "", "needle key type ('words', ...)"),
+    Column("value", str, "", "needle value type ('numbers', ...)"),
+)
+
+
 register(Experiment(
     "niah-format", Config, plan, run, doc=summary(__doc__), work=work,
     paper="long-sequence", section="Table 4",
@@ -62,4 +71,5 @@ register(Experiment(
                            "n_samples": 2, "max_new_tokens": 10},
                    {**DEMO_TASK, "lengths": [T], "haystacks": ["repeat"], "values": ["numbers"], "depths": [50.0],
                     "n_samples": 2, "max_new_tokens": 4}),),
+    columns=COLUMNS,
 ))

@@ -66,7 +66,7 @@ from ctxlens.core.options import (
 )
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import FLAG, SEED, Column, DemoStep, Smoke, declare, register, summary
 from ctxlens.zoo.trainer import TrainConfig, train
 
 MODELS = ("parity-mlp", "parity-transformer")
@@ -216,6 +216,21 @@ def optimal_lengths(rows: list[dict]) -> list[dict]:
     return out
 
 
+COLUMNS = declare(
+    SEED, FLAG,
+    Column("n_train", int, "", "training-set size D"),
+    Column("ctl", int, "bits", "context length l: visible bits"),
+    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length"),
+    Column("best_val_loss", float, "nats", "lowest validation loss during training"),
+    Column("best_epoch", int, "", "epoch of the lowest validation loss", optional=True),
+    Column("best_step", int, "", "step of the lowest validation loss", optional=True),
+    Column("epochs", float, "", "epochs trained"),
+    Column("steps", int, "", "optimiser steps taken"),
+    Column("stopped_early", bool, "", "whether early stopping ended training"),
+    Column("seconds", float, "s", "training time"),
+)
+
+
 register(Experiment(
     "optimal-context", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=MODELS[:1],
     paper="intrinsic-entropy", section="Section 3, Appendix F",
@@ -224,4 +239,5 @@ register(Experiment(
                 unmeasured="trains MLPs on sparse parity; no language model", fixture_model="parity-mlp"),
     demo=(DemoStep("own", {"grid": "reduced", "threads": 1},
                    {"sizes": [200, 800], "lengths": [3, 6, 20], "max_epochs": 2, "val_size": 200, "threads": 1}),),
+    columns=COLUMNS,
 ))

@@ -47,7 +47,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, between, option
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import FITS, Column, DemoStep, Smoke, declare, pick, register, summary
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP
@@ -209,10 +209,19 @@ def _fit_rows(config: Config, per_length: list[dict]) -> list[dict]:
     return rows
 
 
+COLUMNS = declare(
+    FITS, pick("length"),
+    Column("n_tasks", int, "", "subtasks of the sparse-parity data"),
+    Column("paper", float, "", "the paper's value of the fitted quantity, where it reports one", optional=True),
+    Column("bayes", float, "", "the value the Bayes-optimal model gives the fitted quantity"),
+)
+
+
 register(Experiment(
     "parity-dimension", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=("parity-mlp",),
     paper="intrinsic-entropy", section="Appendix J.3, Figures 16-17",
     smoke=Smoke({"n_bits": 8, "first_max_bit": 3, "steps": 1500, "n_eval": 400, "hidden": 32, "feature_dim": 8},
                 unmeasured="trains an MLP on sparse parity; no language model"),
     demo=(DemoStep("own", {}, {"steps": 1500}),),
+    columns=COLUMNS,
 ))

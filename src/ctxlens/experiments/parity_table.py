@@ -31,7 +31,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import option
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import DemoStep, Smoke, register, summary
+from ctxlens.experiments.registry import SEED, Column, DemoStep, N, Smoke, declare, register, summary
 from ctxlens.zoo.parity_train import TABLE1_CTLS, ParitySpec, train_parity
 
 MODEL = "parity-transformer"  # the one model spec: built and trained by the experiment
@@ -101,6 +101,19 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{**r, **common} for r in record["rows"]]
 
 
+COLUMNS = declare(
+    SEED, N,
+    Column("ctl", int, "bits", "context length: visible bits"),
+    Column("loss", float, "nats", "test loss of the trained transformer"),
+    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length"),
+    Column("gap", float, "nats", "loss - bayes_risk"),
+    Column("paired_gap", float, "nats", "the gap with the task mix's sampling noise removed"),
+    Column("best_step", int, "", "step of the best validation loss"),
+    Column("best_val", float, "nats", "best validation loss"),
+    Column("parameters", int, "", "parameters of the model"),
+)
+
+
 register(Experiment(
     "parity-table", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=(MODEL,),
     paper="intrinsic-entropy", section="Section 4.3, Appendix C.4, Table 1",
@@ -111,4 +124,5 @@ register(Experiment(
     demo=(DemoStep("own", {"steps": 500, "eval_every": 250, "test_size": 10000, "threads": 1},
                    {"steps": 40, "batch": 32, "eval_every": 20, "val_size": 256, "test_size": 256, "ctls": [17, 50],
                     "threads": 1}),),
+    columns=COLUMNS,
 ))

@@ -15,7 +15,18 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import NonNegativeFloat, PositiveFraction, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    DEMO_TASK,
+    FRACTION,
+    TASK_ROWS,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.probes.tasks import TaskOptions, flagged, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
@@ -51,6 +62,12 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
 
 
+COLUMNS = declare(
+    TASK_ROWS, FRACTION,
+    Column("gamma", float, "", "position weighting exponent of the question's documents"),
+)
+
+
 register(Experiment(
     "position-weighted-qa", Config, plan, run, doc=summary(__doc__), work=work,
     paper="intrinsic-entropy", section="Appendix A.1, Figures 8-9",
@@ -60,4 +77,5 @@ register(Experiment(
                            "n_samples": 2, "max_new_tokens": 16},
                    {**DEMO_TASK, "max_length": 2 * T, "gammas": [0.0], "fractions": [1.0], "n_samples": 2,
                     "max_new_tokens": 4}),),
+    columns=COLUMNS,
 ))

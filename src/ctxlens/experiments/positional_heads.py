@@ -17,20 +17,48 @@ corrected for testing every head at once, the Bonferroni p-value min(1, p x head
 per (layer, head, prompt) with that input's rho; ``kind="selection"`` one per fraction with the
 selected heads as [[layer, head], ...] (what ``head-masking`` masks when it is given the same
 detection options: length, inputs, source, seed, queries, top-k).
+
+Every row has a ``condition``: ``none`` (the model as loaded). With ``control="rope-zeroed"`` the
+same detection runs again on the same inputs with every rotary frequency 0 (q and k unrotated;
+``ctxlens.probes.positional_heads``), written as ``kind="head"`` and ``kind="prompt"`` rows with
+``condition="rope-zeroed"`` (no selection: the heads masked are the real ones). ctxlens's negative
+control, which the paper does not make: a head whose dominant dimension tracks distance through
+RoPE should beat its own unrotated twin on the same prompts (``ctxlens.findings.positional``).
+About twice the cost of the detection alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
 from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.core.stats import one_sample_t
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.base import Experiment, Work
+from ctxlens.experiments.registry import (
+    CONDITION,
+    DEMO_ROPE,
+    FRACTION,
+    KIND,
+    LENGTH,
+    ROPE_LAYER,
+    SEED,
+    TRAINING,
+    TRANSFORM,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    pick,
+    register,
+    summary,
+)
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import n_selected
-from ctxlens.probes.positional_heads import detection
+from ctxlens.probes.positional_heads import REAL, ROPE_ZEROED, detection
+
+Control = Literal["none", "rope-zeroed"]
 
 
 @dataclass
@@ -40,6 +68,9 @@ class Config(common.HeadOptions):
     alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
         0.05, "significance level of each head's t test across inputs (significant: uncorrected; "
               "significant_bonferroni: over all heads)")
+    control: Control = option("none", "ctxlens's negative control: rope-zeroed repeats the detection on the same "
+                                      "inputs with every rotary frequency 0 (q and k unrotated), written as "
+                                      "condition=rope-zeroed rows (about twice the cost); none: the model as loaded")
 
 
 def plan(config: Config) -> list[dict]:
@@ -68,17 +99,26 @@ def _across_prompts(prompt_rows: list[dict]) -> dict[tuple[int, int], dict]:
     return out
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    ranked, prompts = detection(lm, config, unit, cache)
+def _condition_rows(ranked: list[dict], prompts: list[dict], alpha: float, extra: dict) -> list[dict]:
+    """The ``kind="head"`` rows (pooled rho and rank, the test across inputs) and ``kind="prompt"``
+    rows of one detection condition."""
     tests = _across_prompts(prompts)
-    extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked)}
     rows = []
     for r in ranked:
         test = tests.get((r["layer"], r["head"]), {"rho_mean": None, "p_value": None, "n_prompts": 0})
         pooled = {k: v for k, v in r.items() if k != "p_value"}  # the pooled points' p: not a valid test
-        rows.append({"kind": "head", **pooled, **test, **significance(test["p_value"], len(ranked), config.alpha),
-                     **extra})
-    rows += [{"kind": "prompt", **{k: v for k, v in r.items() if k != "p_value"}, **extra} for r in prompts]
+        rows.append({"kind": "head", **pooled, **test, **significance(test["p_value"], len(ranked), alpha), **extra})
+    return rows + [{"kind": "prompt", **{k: v for k, v in r.items() if k != "p_value"}, **extra} for r in prompts]
+
+
+def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+    ranked, prompts = detection(lm, config, unit, cache)
+    extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked),
+             "condition": REAL}
+    rows = _condition_rows(ranked, prompts, config.alpha, extra)
+    if config.control == ROPE_ZEROED:
+        zeroed, zeroed_prompts = detection(lm, config, unit, cache, condition=ROPE_ZEROED)
+        rows += _condition_rows(zeroed, zeroed_prompts, config.alpha, {**extra, "condition": ROPE_ZEROED})
     for f in config.fractions:
         n = n_selected(f, len(ranked))
         rows.append({"kind": "selection", "fraction": f, "n_selected": n,
@@ -86,11 +126,32 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
+def work(config: Config, unit: dict) -> list[Work]:
+    """One forward per input, twice with the RoPE-zeroed control."""
+    return [Work(config.n_samples * (2 if config.control == ROPE_ZEROED else 1), unit["length"])]
+
+
+
 register(Experiment(
     "positional-heads", Config, plan, run, needs=("rope",), doc=summary(__doc__),
-    paper="rope-distance", section="Sections 4.2.1, 4.3.1",
+    paper="rope-distance", section="Sections 4.2.1, 4.3.1", work=work,
     smoke=Smoke({"lengths": [64], "n_samples": 2, "top_k": 8, "fractions": [0.25, 0.5]},
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64}),
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 8, "n_queries": 128},
                    {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 32}),),
+    columns=declare(
+        TRANSFORM, LENGTH, SEED, KIND, ROPE_LAYER, pick("rho", "n_distances", "n_pairs", "p_value"), TRAINING,
+        CONDITION, FRACTION,
+        Column("rank", int, "", "the head's rank by rho (1 = strongest)"),
+        Column("rho_mean", float, "rho", "mean over the inputs of each input's rho"),
+        Column("n_prompts", int, "", "inputs of the t test"),
+        Column("significant", bool, "", "p_value < alpha"),
+        Column("p_bonferroni", float, "p", "min(1, p_value x heads)"),
+        Column("significant_bonferroni", bool, "", "p_bonferroni < alpha"),
+        Column("rank_by", str, "", "how heads are ranked: 'abs', 'positive' or 'negative' rho"),
+        Column("n_heads_total", int, "", "heads ranked"),
+        Column("prompt", int, "", "index of the input of a kind='prompt' row"),
+        Column("n_selected", int, "", "heads selected at this fraction"),
+        Column("heads", list, "", "the selected heads as [[layer, head], ...]"),
+    ),
 ))

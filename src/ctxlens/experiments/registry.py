@@ -23,8 +23,34 @@ from ctxlens.experiments.base import (  # noqa: F401  (the declaration's vocabul
     T,
     summary,
 )
+from ctxlens.experiments.columns import (  # noqa: F401  (the declaration's vocabulary, for experiment modules)
+    ACCS,
+    BOS,
+    COMPRESSION_RATE,
+    CONDITION,
+    CORRELATION,
+    DISTANCE_BINS,
+    FITS,
+    FLAG,
+    FRACTION,
+    KIND,
+    LENGTH,
+    NLL,
+    ROPE_LAYER,
+    SAMPLE,
+    SEED,
+    SOURCE,
+    TASK_ROWS,
+    TRAINING,
+    TRANSFORM,
+    WINDOWS,
+    Column,
+    N,
+    declare,
+    pick,
+)
 
-HELPERS = ("base", "catalog", "registry")  # the modules of ctxlens.experiments that declare no experiment
+HELPERS = ("base", "catalog", "columns", "registry")  # the modules of ctxlens.experiments that declare no experiment
 
 
 def load_builtin() -> None:
@@ -39,7 +65,8 @@ EXPERIMENTS: Registry[Experiment] = Registry("experiment", load=load_builtin)
 
 
 def register(experiment: Experiment) -> Experiment:
-    """Add a declaration; its paper id must be one of ``ctxlens.core.papers.PAPERS`` (or "")."""
+    """Add a declaration; its paper id must be one of ``ctxlens.core.papers.PAPERS`` (or ""), and it
+    must declare its rows' columns."""
     if experiment.paper:
         PAPERS[experiment.paper]  # an unknown id raises with the registry's suggestion
     if experiment.smoke.at_length is None and not experiment.smoke.unmeasured:
@@ -49,6 +76,10 @@ def register(experiment: Experiment) -> Experiment:
         if step.models not in ("zoo", "rope", "own") or (step.models == "own") == experiment.loads_model:
             raise CtxlensError(f"Experiment {experiment.name!r} has a demo step on models {step.models!r}; use 'zoo' "
                                "or 'rope' for one that loads a model, 'own' for one that trains its own.")
+    if not experiment.columns:
+        raise CtxlensError(f"Experiment {experiment.name!r} declares no columns; list its rows' columns in "
+                           "columns=(...) (ctxlens.core.columns.Column: name, type, unit, meaning).")
+    experiment.declared  # noqa: B018 - a column declared twice, differently, raises here
     return EXPERIMENTS.add(experiment.name, experiment)
 
 

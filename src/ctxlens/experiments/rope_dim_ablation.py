@@ -27,7 +27,25 @@ import torch
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    CORRELATION,
+    DEMO_ROPE,
+    DISTANCE_BINS,
+    EXTRAPOLATE,
+    KIND,
+    LENGTH,
+    ROPE_LAYER,
+    SEED,
+    TRAINING,
+    TRANSFORM,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.lm.selfextend import zero_pairs_edit
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
@@ -142,6 +160,18 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{**row, **extra} for row in rows]
 
 
+COLUMNS = declare(
+    TRANSFORM, LENGTH, SEED, KIND, TRAINING, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
+    Column("ablation", str, "", "the pairs zeroed: 'high:K', 'low:K' or 'pairs:A-B' (K may be a percentage)"),
+    Column("nll_base", float, "nats", "mean next-token loss with every pair"),
+    Column("nll_ablated", float, "nats", "mean next-token loss with the pairs zeroed"),
+    Column("delta", float, "nats", "nll_ablated - nll_base"),
+    Column("pairs", list, "pair index", "the frequency pairs zeroed"),
+    Column("tv", float, "", "total-variation distance between the attention with and without the pairs"),
+    Column("n_queries", int, "", "queries the attention change is measured over"),
+)
+
+
 register(Experiment(
     "rope-dim-ablation", Config, plan, run, needs=("rope",), doc=summary(__doc__),
     paper="rope-distance", section="Section 4.2.3, Figure 4",
@@ -151,4 +181,5 @@ register(Experiment(
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 32},
                    {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 16, "measures": ["loss", "attention"]},
                    model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -17,7 +17,21 @@ import torch
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DEMO_ROPE, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    DEMO_ROPE,
+    LENGTH,
+    ROPE_LAYER,
+    SEED,
+    TRAINING,
+    TRANSFORM,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    register,
+    summary,
+)
 from ctxlens.metrics.rope import top_pair_counts
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
@@ -71,6 +85,16 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     ]
 
 
+COLUMNS = declare(
+    TRANSFORM, LENGTH, SEED, ROPE_LAYER, TRAINING,
+    Column("dim", int, "pair index", "RoPE frequency pair (0: the highest frequency)"),
+    Column("count", int, "", "top-k slots the pair takes over the sampled query-key pairs"),
+    Column("share", float, "fraction", "count / all top-k slots"),
+    Column("top_k", int, "", "top contributors counted per query-key pair"),
+    Column("n_query_key_pairs", int, "", "query-key pairs sampled"),
+)
+
+
 register(Experiment(
     "rope-dims", Config, plan, run, needs=("rope",), doc=summary(__doc__),
     paper="rope-distance", section="Section 4.1",
@@ -78,4 +102,5 @@ register(Experiment(
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_pairs": 500}),
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 2, "n_pairs": 500},
                    {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_pairs": 100}),),
+    columns=COLUMNS,
 ))

@@ -33,10 +33,18 @@ from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import (
     DEMO_GEOMETRY,
     EXTRAPOLATE,
+    LENGTH,
+    NLL,
+    SEED,
     SMOKE_SEQUENCES,
+    WINDOWS,
+    Column,
     DemoStep,
+    N,
     Smoke,
     T,
+    declare,
+    pick,
     register,
     summary,
 )
@@ -141,6 +149,22 @@ def work(config: Config, unit: dict) -> list[Work]:
             + [Work(2 * config.n_sequences, n) for n in config.accs_lengths])
 
 
+COLUMNS = declare(
+    SEED, LENGTH, WINDOWS, NLL, N,
+    pick("positions", "boundary", "perturb_start", "perturb_end", "window", "stream", "layer", "self_sim",
+         "anisotropy", "accs", "mean_dot"),
+    Column("theta", float, "", "the RoPE base theta the unit runs with"),
+    Column("own_theta", float, "", "the model's own RoPE base theta"),
+    Column("rope_layer_types", str, "", "the layer types swept ('all' on a one-RoPE model)"),
+    Column("measure", str, "", "which view the row is: 'suffix-ppl', 'needle' or 'accs'"),
+    Column("needle_style", str, "", "how the needle haystack is made"),
+    Column("needle_depth", float, "fraction", "relative depth of the needle"),
+    Column("accuracy", float, "fraction", "share of needles retrieved"),
+    Column("prompt_tokens", float, "tokens", "mean tokens of the needle prompts"),
+    Column("needles_lost", int, "", "needles cut by truncation"),
+)
+
+
 register(Experiment(
     "rope-theta-sweep", Config, plan, run, needs=("rope", "residual", "token_loss"), doc=summary(__doc__),
     defaults=defaults, work=work,
@@ -154,4 +178,5 @@ register(Experiment(
                             "n_needles": 8},
                    {**DEMO_GEOMETRY, "thetas": [1e4, 1e5], "ppl_lengths": [T], "accs_lengths": [T],
                     "needle_lengths": [T], "n_sequences": 2, "n_needles": 2}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import RULER_LENGTHS, Defaults, Experiment, Work, lengths_that_fit
-from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, DemoStep, Smoke, T, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.base import TooShort
@@ -81,6 +81,9 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
 
 
+COLUMNS = TASK_ROWS
+
+
 register(Experiment(
     "ruler", Config, plan, run, doc=summary(__doc__), defaults=defaults, work=work,
     paper="long-sequence", section="Tables 1, 6-18",
@@ -90,4 +93,5 @@ register(Experiment(
                            "n_samples": 2, "max_new_tokens": 24},
                    {**DEMO_TASK, "tasks": ["niah_single_1", "fwe"], "lengths": [T], "n_samples": 2,
                     "max_new_tokens": 4}),),
+    columns=COLUMNS,
 ))

@@ -19,12 +19,19 @@ from dataclasses import dataclass
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
+    BOS,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
+    LENGTH,
+    NLL,
+    SEED,
     SMOKE_SEQUENCES,
+    WINDOWS,
+    Column,
     DemoStep,
     Smoke,
     T,
+    declare,
     register,
     summary,
 )
@@ -74,6 +81,14 @@ def summary_of(per_sequence: list[float], suffix_len: int) -> dict:
     return {"n_tokens": n * suffix_len, "nll": mean, "nll_se": se, "ppl": math.exp(min(mean, 700.0)), "flag": None}
 
 
+COLUMNS = declare(
+    LENGTH, SEED, WINDOWS, BOS, NLL,
+    Column("stage", str, "", "'sequence' rows per sequence, absent on the rows over all sequences"),
+    Column("sequence", int, "", "index of the sequence (the same suffix tokens at every length)"),
+    Column("sequence_nll", float, "nats", "mean NLL of the sequence's suffix tokens"),
+)
+
+
 register(Experiment(
     "suffix-ppl", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
     paper="geometry", section="Section 4",
@@ -81,4 +96,5 @@ register(Experiment(
                 at_length=lambda L: {**SMOKE_SEQUENCES, "lengths": [L]}),
     demo=(DemoStep("zoo", {**DEMO_GEOMETRY, "lengths": [T // 4, T, 2 * T], "n_sequences": 4},
                    {**DEMO_GEOMETRY, "lengths": [T // 4, T], "n_sequences": 2}, model_options=EXTRAPOLATE),),
+    columns=COLUMNS,
 ))

@@ -13,7 +13,22 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import (
+    BOS,
+    FLAG,
+    LENGTH,
+    SAMPLE,
+    SEED,
+    SOURCE,
+    Column,
+    DemoStep,
+    Smoke,
+    T,
+    declare,
+    pick,
+    register,
+    summary,
+)
 from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import source_windows
 
@@ -51,6 +66,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     }]
 
 
+COLUMNS = declare(
+    SOURCE, LENGTH, SAMPLE, SEED, BOS, FLAG, pick("n_tokens", "nll", "ppl"),
+    Column("nll_last", float, "nats", "NLL of the window's last token"),
+)
+
+
 register(Experiment(
     "token-loss", Config, plan, run, needs=("token_loss",), doc=summary(__doc__),
     paper="", section="the core's smoke analysis",
@@ -58,4 +79,5 @@ register(Experiment(
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1}),
     demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [T], "n_samples": 2},
                    {"source": "builtin:test", "lengths": [T], "n_samples": 1}),),
+    columns=COLUMNS,
 ))

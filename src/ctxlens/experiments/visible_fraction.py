@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveFraction, PositiveInt, option
 from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, DemoStep, Smoke, T, register, summary
+from ctxlens.experiments.registry import DEMO_TASK, FRACTION, TASK_ROWS, DemoStep, Smoke, T, declare, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, planned, rows_for, samples
 from ctxlens.tasks import get_task
 from ctxlens.tasks.base import TooShort
@@ -52,6 +52,9 @@ def work(config: Config, unit: dict) -> list[Work]:
     return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
 
 
+COLUMNS = declare(TASK_ROWS, FRACTION)
+
+
 register(Experiment(
     "visible-fraction", Config, plan, run, doc=summary(__doc__), work=work,
     paper="intrinsic-entropy", section="Appendix A.3",
@@ -61,4 +64,5 @@ register(Experiment(
                            "fractions": [0.25, 0.5, 1.0], "n_samples": 2, "max_new_tokens": 16},
                    {**DEMO_TASK, "tasks": ["fwe"], "max_length": T, "fractions": [0.5, 1.0], "n_samples": 2,
                     "max_new_tokens": 4}),),
+    columns=COLUMNS,
 ))

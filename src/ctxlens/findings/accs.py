@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -246,7 +247,7 @@ def plateau_test(data: WindowData, n_boot: int = N_BOOT, seed: int = 0,
         return acc[:, 0] - acc[:, 1], acc[:, 0] - acc[:, 2]  # far drop, total drop
 
     far, total = parts(np.ones((1, data.k)))
-    out = {"k": data.k, "b_min": min(keys), "far_drop": float(far[0]), "total_drop": float(total[0]),
+    out: dict[str, Any] = {"k": data.k, "b_min": min(keys), "far_drop": float(far[0]), "total_drop": float(total[0]),
            "ratio": float(far[0] / total[0]) if total[0] > 0 else None}
     fb, tb = parts(resample_counts(data.k, n_boot, seed))
     out["ci_total"] = _interval(tb, data.k)
@@ -303,8 +304,9 @@ def depth_result(rows: Iterable[dict], limit: int, types: dict | None = None, n_
     data = window_data(at, "layer", stream)
     if data is None:
         layers = sorted({r["layer"] for r in pooled})
-        s = [next(r.get("self_sim") for r in pooled if r["layer"] == v) for v in layers]
-        s = s if None not in s else []
+        found = [next(r.get("self_sim") for r in pooled if r["layer"] == v) for v in layers]
+        s = [float(v) for v in found if v is not None]
+        s = s if len(s) == len(found) else []
         out = {"length": length, "k": k_pooled, "per_window": False, "layers": layers, "verdict": None,
                **{f"rho_{n}": _pooled_rho(pooled, c) for n, c in (("ACCS", "accs"), ("S", "self_sim"),
                                                                       ("A", "anisotropy"))}}

@@ -119,8 +119,9 @@ def middle_test(rows: list[dict], length: int) -> dict:
         out["why"] = (f"the {unnamed} needle rows at {length} do not name their haystack (sample)" if unnamed
                       else f"no needle rows at {length}")
         return out
-    sides = {name: end_vs_middle(cells, depth) for name, depth in ENDS.items()}
-    if any(s is None for s in sides.values()):
+    measured = {name: end_vs_middle(cells, depth) for name, depth in ENDS.items()}
+    sides = {name: s for name, s in measured.items() if s is not None}
+    if len(sides) < len(measured):
         out["why"] = f"the rows at {length} lack depth 0, 50 or 100 (they hold {', '.join(f'{d:g}' for d in have)})"
         return out
     out.update(sides)

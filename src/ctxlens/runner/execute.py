@@ -42,6 +42,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ctxlens.core import progress as progress_channel
+from ctxlens.core.columns import check_rows
 from ctxlens.core.env import environment
 from ctxlens.core.errors import CtxlensError, clip
 from ctxlens.experiments.base import make_config
@@ -410,10 +411,11 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
                     functools.partial(writer.ensure, listed_now))
                 meter = _meter(exp, mp.config, unit, f"unit {n + 1}/{len(todo)}") if progress else None
                 with progress_channel.unit(meter, part):
-                    rows = exp.run(lm, mp.config, unit, cache)
+                    rows = [{**unit, **columns, **row} for row in exp.run(lm, mp.config, unit, cache)]
+                check_rows(exp.name, exp.declared, rows)  # the experiment's declared columns (ctxlens.core.columns)
                 store = writer.open(listed_now) if n == 0 else writer.store
                 if key not in store.done():  # else another writer committed it while this one computed
-                    store.commit(key, [{**unit, **columns, **row} for row in rows])
+                    store.commit(key, rows)
                 part.remove()
         del lm, cache
     if writer.store is not None:

@@ -22,6 +22,7 @@ It needs at least ``MIN_LENGTHS`` lengths; fewer: "not tested".
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -47,20 +48,22 @@ def _s_n(eigenvalues: list[float], n: int, norm: str) -> float | None:
 def points(rows: list[dict], n_eig: int, norm: str = "max") -> dict[int, tuple[float, float]]:
     """{length: (CE, S_n)} of the measure rows: S_n from the raw ``eigenvalue`` rows when the rows
     hold them (either normalisation), else the ``intrinsic_entropy`` rows (``max`` only)."""
-    ce, eig, ent = {}, {}, {}
+    ce: dict[int, float] = {}
+    eig: dict[int, list[tuple[int, float]]] = {}
+    ent: dict[int, float | None] = {}
     for r in rows:
-        if r.get("stage") != "measure" or r.get("value") is None:
+        if r.get("stage") != "measure" or r.get("value") is None or r.get("length") is None:
             continue
-        q, length = r.get("quantity"), r.get("length")
+        q, length = r.get("quantity"), int(r["length"])
         if q == "ce":
             ce[length] = float(r["value"])
         elif q == "eigenvalue":
             eig.setdefault(length, []).append((int(r["index"]), float(r["value"])))
         elif q == "intrinsic_entropy" and r.get("n_eig") == n_eig:
             ent[length] = float(r["value"])
-    s = {n: _s_n([v for _, v in sorted(e)], n_eig, norm) for n, e in eig.items()} if eig else \
-        (ent if norm == "max" else {})
-    return {n: (ce[n], s[n]) for n in sorted(ce) if s.get(n) is not None}
+    s: dict[int, float | None] = ({n: _s_n([v for _, v in sorted(e)], n_eig, norm) for n, e in eig.items()}
+                                  if eig else ent if norm == "max" else {})
+    return {n: (ce[n], sn) for n in sorted(ce) if (sn := s.get(n)) is not None}
 
 
 def replicates(rows: list[dict], n_eig: int, norm: str = "max", stage: str = "bootstrap"
@@ -103,11 +106,12 @@ def pearson(pts: dict[int, tuple[float, float]]) -> float | None:
     return max(-1.0, min(1.0, sum((a - mx) * (b - my) for a, b in zip(x, y)) / math.sqrt(sxx * syy)))
 
 
-def _interval(values: list[float]) -> tuple[tuple[float, float], float] | None:
+def _interval(values: list[float | None]) -> tuple[tuple[float, float], float] | None:
     """(95% percentile interval, SD) of the finite bootstrap values; None with fewer than 20."""
     if sum(1 for x in values if x is not None and math.isfinite(x)) < 20:
         return None
-    return percentile_interval(values), sample_sd(values)
+    interval, sd = percentile_interval(values), sample_sd(values)
+    return None if interval is None or sd is None else (interval, sd)
 
 
 def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") -> dict | None:
@@ -123,9 +127,10 @@ def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") 
     pts = points(rows, k, norm)
     n = next((int(r["n_windows"]) for r in rows if r.get("n_windows")), None) or \
         next((int(r["n_samples"]) for r in rows if r.get("n_samples")), None)
-    out = {"n_eig": k, "norm": norm, "lengths": sorted(pts), "n": n, "slope": slope(pts), "slope_ci": None,
-           "slope_mde": None, "rises": None, "r": pearson(pts), "r_ci": None, "r_mde": None, "negative": None,
-           "why": None}
+    out: dict[str, Any] = {
+        "n_eig": k, "norm": norm, "lengths": sorted(pts), "n": n, "slope": slope(pts), "slope_ci": None,
+        "slope_mde": None, "rises": None, "r": pearson(pts), "r_ci": None, "r_mde": None, "negative": None,
+        "why": None}
     if len(pts) < MIN_LENGTHS:
         return {**out, "why": f"{len(pts)} lengths (the test needs >= {MIN_LENGTHS})"}
     reps = [p for p in replicates(rows, k, norm) if len(p) == len(pts)]

@@ -146,7 +146,8 @@ def loss_fit(rows: list[dict], model: str) -> Line:
     return Line("loss_fit", model, g, text, unc, verdict,
                 {"C0": c0, "C": c, "gamma": g, "r2": r2, "flag": flag, "c0_identified": c0_why is None,
                  "gamma_ci": (lo, hi) if boot else None},
-                n=n_docs, unit="windows", interval=(lo, hi) if boot else None, bounds=(0.0, math.inf))
+                n=n_docs, unit="windows", interval=(lo, hi) if lo is not None and hi is not None else None,
+                bounds=(0.0, math.inf))
 
 
 def usable_length(c: float, gamma: float, gain: float = USABLE_GAIN) -> float:

@@ -96,6 +96,10 @@ def _se(values: dict[str, list[float]]) -> float | None:
     return math.sqrt(sum(np.var(v, ddof=1) / len(v) for v in values.values())) / len(values)
 
 
+def _ci_text(ci: tuple[float, float] | None) -> str:
+    return f" (CI {ci[0]:.1f} to {ci[1]:.1f})" if ci else ""
+
+
 def effective(rows: list[dict], model: str, claimed: int | None, threshold: float) -> Line:
     """RULER's effective length (RULER, Table 3): the largest length whose task-set score over all 13
     tasks exceeds ``threshold`` (85.6), compared with the model's ``claimed`` length. Each length's
@@ -115,11 +119,11 @@ def effective(rows: list[dict], model: str, claimed: int | None, threshold: floa
     at = eff if eff is not None else max(full)
     score, ci = scored[at]
     n_items = min(len(per[at][t]) for t in RULER_13)
-    m = None if ses[at] is None else mde_of(ses[at], sides=2)
-    below = [n for n in full if scored[n][1] is not None and scored[n][1][1] <= threshold]
-    above = [n for n in full if scored[n][1] is not None and scored[n][1][0] > threshold]
-    curve = ", ".join(f"{scored[n][0]:.1f} at {n}" + (f" (CI {scored[n][1][0]:.1f} to {scored[n][1][1]:.1f})"
-                                                        if scored[n][1] else "") for n in full)
+    se_at = ses[at]
+    m = None if se_at is None else mde_of(se_at, sides=2)
+    below = [n for n in full if (ci_n := scored[n][1]) is not None and ci_n[1] <= threshold]
+    above = [n for n in full if (ci_n := scored[n][1]) is not None and ci_n[0] > threshold]
+    curve = ", ".join(f"{scored[n][0]:.1f} at {n}" + _ci_text(scored[n][1]) for n in full)
     text = (f"{eff} tokens" if eff is not None else "none") + f" (claimed {claimed if claimed else 'not recorded'}; " \
         + f"13 tasks: {curve})"
     ci_text = f"95% CI {ci[0]:.1f} to {ci[1]:.1f}" if ci else "no interval (a task with one sample)"
