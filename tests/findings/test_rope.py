@@ -139,11 +139,25 @@ def test_positional_heads_line_reads_the_ranking_and_tests_across_prompts():
     prompts = [{"kind": "prompt", "layer": 0, "head": h, "prompt": p, "layer_type": heads[[2, 0, 1, 3].index(h)][
         "layer_type"], "rho": (0.8 if h == 2 else 0.0) + (0.1 if p % 2 else -0.1)} for h in range(4) for p in range(17)]
     line = positional_heads(heads + prompts, "m")
-    assert line.n == 17 and line.unit == "prompts" and line.verdict.startswith("present")
-    assert line.numbers["n_pass"] == 1 and line.numbers["positive"] == 1
+    assert line.n == 17 and line.unit == "prompts" and line.verdict.startswith("uncontrolled")
+    assert "): 1 of 4 heads pass ctxlens's t test (1 positive, 0 negative)" in line.verdict
+    assert "lacks its RoPE-zeroed control" in line.verdict and "--control rope-zeroed" in line.verdict
+    assert line.numbers["n_pass"] == 1 and line.numbers["positive"] == 1 and not line.numbers["controlled"]
     assert math.isclose(line.value, (9 * 0.7 + 8 * 0.9) / 17)  # head 2: 9 even prompts at 0.7, 8 odd at 0.9
     assert -1 <= line.interval[0] <= line.value <= line.interval[1] <= 1
     assert "full_attention 1 of 2" in line.verdict and "sliding_attention 0 of 2" in line.verdict
+    # the RoPE-zeroed control on the same prompts: head 2 at 0.1 +- 0.1 there (gain 0.7 in every prompt: t
+    # infinite, p = 0 < 0.05 / 4), the others as with RoPE (gain 0, p = 0.5): 1 head passes both tests; the
+    # t test against 0 passes head 2 under the control too (0.0 x 9, 0.2 x 8: t = 3.8, p < 0.05 / 4)
+    zeroed = [{**r, "condition": "rope-zeroed", "rho": r["rho"] - (0.7 if r["head"] == 2 else 0.0)} for r in prompts]
+    controlled = positional_heads(heads + prompts + zeroed, "m")
+    assert controlled.verdict.startswith("present, as expected: 1 of 4 heads pass both ctxlens's tests (1 positive")
+    assert "1 of 4 beat their RoPE-zeroed control" in controlled.verdict
+    assert "with RoPE 1 of 4 pass the t test, with RoPE zeroed 1 of 4" in controlled.verdict
+    assert controlled.value == line.value and controlled.numbers["n_positional"] == 1
+    # a control as strong as the real heads: the t test still passes head 2, but nothing beats its control
+    same = positional_heads(heads + prompts + [{**r, "condition": "rope-zeroed"} for r in prompts], "m")
+    assert same.verdict.startswith("none beyond the control: 0 of 4 heads pass both") and same.numbers["n_pass"] == 1
 
 
 def test_masking_line_shows_every_fraction_and_refuses_too_few_draws():
@@ -159,3 +173,58 @@ def test_masking_line_shows_every_fraction_and_refuses_too_few_draws():
     assert math.isclose(line.value, top - rand)
     few = [r for r in rows if r["condition"] != "random" or r["draw"] < 5]
     assert masking_effect(few, [], "m").verdict.startswith("untested")
+
+
+# ------------------------------------------------------------------ against the RoPE-zeroed control
+
+
+def _controlled_rows(rng, heads: int, prompts: int, planted: int = 0, gain: float = 0.0) -> list[dict]:
+    """prompt rows of both conditions as positional-heads writes them with control=rope-zeroed. Per head a
+    distance trend the statistic has without any rotation (mean rho on the atanh scale drawn N(0, 0.8): most
+    heads pass the t test against 0 in both conditions, as on the reference models), per prompt an effect
+    shared by every head and both conditions (sd 0.15), per (head, prompt) a content effect shared by both
+    conditions (sd 0.25), and each condition's own noise (sd 0.3). The first ``planted`` heads have a weak
+    trend of their own (0.2 on the atanh scale, random sign) that RoPE moves ``gain`` further (on the atanh
+    scale) in the real condition; the rest are drawn alike in both conditions (the null)."""
+    trend = rng.normal(0.0, 0.8, heads)  # [heads]
+    trend[:planted] = 0.2 * rng.choice([-1.0, 1.0], planted)
+    prompt = rng.normal(0.0, 0.15, prompts)  # [prompts]
+    content = rng.normal(0.0, 0.25, (heads, prompts))  # [heads, prompts]
+    real_trend = trend.copy()
+    real_trend[:planted] += gain * np.sign(trend[:planted])
+    rows = []
+    for condition, base in (("none", real_trend), ("rope-zeroed", trend)):
+        rho = np.tanh(base[:, None] + prompt[None, :] + content + rng.normal(0.0, 0.3, (heads, prompts)))
+        rows += [{"kind": "prompt", "condition": condition, "layer": h // 9, "head": h % 9, "prompt": p,
+                  "layer_type": "full_attention", "rho": float(rho[h, p])}
+                 for h in range(heads) for p in range(prompts)]
+    return rows
+
+
+SHAPES = ((72, 17), (72, 32), (270, 17))  # Gemma-3 and SmolLM2's heads; the paper's 17 prompts, the profile's 32
+
+
+def test_the_control_comparison_holds_its_level_where_rope_adds_nothing():
+    rng = np.random.default_rng(6)
+    fired = uncontrolled = 0
+    for i in range(N_SIMS):
+        heads, prompts = SHAPES[i % len(SHAPES)]
+        test = pos.presence_test(_controlled_rows(rng, heads, prompts))
+        assert test["controlled"]
+        fired += test["present"]
+        uncontrolled += test["n_pass"] > 0
+    assert uncontrolled / N_SIMS > 0.95  # the t test against 0 alone passes heads in every null dataset
+    assert fired / N_SIMS <= 0.09
+
+
+def test_heads_that_rope_makes_stronger_than_their_control_are_found():
+    rng = np.random.default_rng(7)
+    fired, gains = 0, []
+    for i in range(N_SIMS):
+        heads, prompts = SHAPES[i % len(SHAPES)]
+        rows = _controlled_rows(rng, heads, prompts, planted=max(1, heads // 20), gain=0.35)
+        test = pos.presence_test(rows)
+        fired += test["present"]
+        gains += [test["control"]["heads"][(0, h)]["gain"] for h in range(3)]
+    assert 0.25 <= np.mean(gains) <= 0.35  # the planted gain in rho: about the stated minimal effect (MIN_RHO)
+    assert fired / N_SIMS >= 0.7

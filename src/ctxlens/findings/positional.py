@@ -9,8 +9,19 @@ The RoPE-distance paper ("On the token distance modeling ability of higher RoPE 
 - Section 4.2.2 says some heads show a significant correlation. ctxlens's test of that claim
   (``presence_test``): one rho per (head, prompt), prompts being the independent items (the paper
   samples 17); per head a one-sample t test across prompts that the mean rho is 0, Bonferroni over
-  heads. "Present" when at least one head passes. The rho pooled over distances of a few texts
-  counts ~1000 correlated points as independent and cannot fail; it is never tested here.
+  heads. The rho pooled over distances of a few texts counts ~1000 correlated points as
+  independent and cannot fail; it is never tested here.
+- The paper makes no control. ctxlens's negative control (``control_test``): the same detection
+  with every rotary frequency 0 (``condition="rope-zeroed"`` rows; q and k unrotated), on the same
+  prompts. The dominant dimension can depend on distance without any rotation (keys per distance,
+  the causal mask, the content), and the t test above passes nearly every head on real models; so
+  per head a paired one-sided t test across prompts that its rho with RoPE is further along the
+  head's direction than with RoPE zeroed (the direction: the sign of its summed rho over both
+  conditions, which swapping a prompt's two rho leaves unchanged, so under the null that RoPE adds
+  nothing each prompt's difference is as likely either sign), Bonferroni over heads. "Present"
+  when at least one head passes both tests (an intersection-union test per head). Rows without a
+  control (written before it existed) leave presence ``controlled=False``: the t test alone,
+  which the card reports as lacking its control.
 - Section 4.3.2, Figures 8-9: masking the top heads hurts passkey retrieval more than masking as
   many random heads, without a general collapse of perplexity. ctxlens's test (``masking_test``):
   per fraction, the top heads' passkey accuracy against the random draws' on the same passkeys,
@@ -22,6 +33,7 @@ The RoPE-distance paper ("On the token distance modeling ability of higher RoPE 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 
@@ -33,15 +45,19 @@ ALPHA = 0.05
 MIN_PROMPTS = 17  # the paper's prompts (Section 4.2.1)
 MIN_DRAWS = 19  # randomization p >= 1 / (draws + 1): 19 draws can reach 0.05
 MIN_PASSKEYS = 30  # paired passkeys per condition (the design floor)
-MIN_RHO = 0.3  # stated minimal effect: mean per-prompt rho of a Positional Head
+MIN_RHO = 0.3  # stated minimal effect: mean per-prompt rho of a Positional Head, and its |rho| gain over the control
+REAL, CONTROL = "none", "rope-zeroed"  # positional-heads' conditions (rows without one are REAL)
 MIN_DROP = 0.3  # stated minimal effect: top heads' passkey accuracy below the random draws' mean, at every fraction
+
+_t_quantile = functools.cache(t_quantile)  # a bisection; the same (df, level) recurs for every dataset of a shape
 
 
 # ------------------------------------------------------------------ positional heads
 
 
 def _heads(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if r.get("kind") == "head"]
+    """The real condition's ``kind="head"`` rows (the control's heads are not ranked with them)."""
+    return [r for r in of_condition(rows, REAL) if r.get("kind") == "head"]
 
 
 def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
@@ -64,26 +80,67 @@ def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
             "first": heads[0] if heads else None}
 
 
-def prompt_rhos(rows: list[dict]) -> dict[tuple[int, int], dict]:
-    """{(layer, head): {"rho": [per-prompt rho], "layer_type": ...}} from ``kind="prompt"`` rows
-    (one per layer, head and prompt; a prompt whose rho is undefined is left out)."""
-    out: dict[tuple[int, int], dict] = {}
+def of_condition(rows: list[dict], condition: str = REAL) -> list[dict]:
+    """The rows of one detection condition; rows without a ``condition`` column are ``REAL``."""
+    return [r for r in rows if r.get("condition", REAL) == condition]
+
+
+def prompt_cells(rows: list[dict]) -> dict[str, dict[tuple[int, int], dict]]:
+    """{condition: {(layer, head): {"rho": [per-prompt rho], "items": [(length, prompt) of each],
+    "layer_type": ...}}} from the ``kind="prompt"`` rows, in one pass (one row per layer, head and
+    prompt; a prompt whose rho is undefined is left out)."""
+    out: dict[str, dict[tuple[int, int], dict]] = {}
     for r in rows:
         if r.get("kind") != "prompt":
             continue
-        cell = out.setdefault((int(r["layer"]), int(r["head"])), {"rho": [], "layer_type": r.get("layer_type")})
+        cells = out.setdefault(r.get("condition", REAL), {})
+        cell = cells.setdefault((int(r["layer"]), int(r["head"])),
+                                {"rho": [], "items": [], "layer_type": r.get("layer_type")})
         if r.get("rho") is not None and math.isfinite(r["rho"]):
             cell["rho"].append(float(r["rho"]))
+            cell["items"].append((r.get("length"), r.get("prompt")))
     return out
+
+
+def prompt_rhos(rows: list[dict], condition: str = REAL) -> dict[tuple[int, int], dict]:
+    """{(layer, head): {"rho": [per-prompt rho], "layer_type": ...}} of ``condition`` (``prompt_cells``)."""
+    return prompt_cells(rows).get(condition, {})
 
 
 def presence_test(rows: list[dict], alpha: float = ALPHA) -> dict:
     """ctxlens's test of the paper's Section 4.2.2 claim on ``kind="prompt"`` rows: per head, a
-    one-sample t test (n - 1 df) of its per-prompt rho against 0; a head passes when p < alpha /
-    heads (Bonferroni over every head tested). ``present``: at least one head passes. Also the
-    passing heads' signs, per layer type, and the mde of a head's mean rho ((t at the Bonferroni
-    level + z at 80% power) x SE, SE the median over heads of sd / sqrt(prompts))."""
-    cells = prompt_rhos(rows)
+    one-sample t test (n - 1 df) of its per-prompt rho (the real condition's) against 0; a head
+    passes when p < alpha / heads (Bonferroni over every head tested). Also the passing heads'
+    signs, per layer type, and the mde of a head's mean rho ((t at the Bonferroni level + z at
+    80% power) x SE, SE the median over heads of sd / sqrt(prompts)). With RoPE-zeroed rows,
+    ``control`` holds ``control_test`` and the same t test on the control's rows (``zeroed``), a
+    head is ``positional`` when it passes both its t test and the comparison with its control,
+    and ``present`` means at least one is (``controlled``: True); without them ``present`` means
+    at least one head passes the t test (``controlled``: False, the verdict lacks its control)."""
+    cells = prompt_cells(rows)
+    test = t_test(cells.get(REAL, {}), alpha)
+    control = None if not cells.get(CONTROL) else compare(cells[REAL] if REAL in cells else {}, cells[CONTROL], alpha)
+    if control is None:
+        return {**test, "controlled": False, "control": None, "zeroed": None}
+    positional = [k for k, v in test["heads"].items() if v["pass"] and control["heads"].get(k, {}).get("pass")]
+    by_type: dict[str, int] = defaultdict(int)
+    for k in positional:
+        by_type[str(test["heads"][k]["layer_type"] or "all")] += 1
+    return {**test, "controlled": True, "present": bool(positional), "control": control,
+            "zeroed": t_test(cells[CONTROL], alpha), "n_positional": len(positional),
+            "positional": positional, "positional_by_type": dict(by_type),
+            "positional_positive": sum(test["heads"][k]["mean"] > 0 for k in positional),
+            "positional_negative": sum(test["heads"][k]["mean"] < 0 for k in positional)}
+
+
+def t_test_across_prompts(rows: list[dict], condition: str = REAL, alpha: float = ALPHA) -> dict:
+    """Per head of ``condition``'s prompt rows: a one-sample t test of the per-prompt rho against 0,
+    Bonferroni over heads (see ``presence_test``); ``present``: at least one head passes."""
+    return t_test(prompt_rhos(rows, condition), alpha)
+
+
+def t_test(cells: dict[tuple[int, int], dict], alpha: float = ALPHA) -> dict:
+    """``t_test_across_prompts`` on one condition's ``prompt_cells``."""
     tested = {k: v for k, v in cells.items() if len(v["rho"]) >= 2}
     n_heads = len(tested)
     n_prompts = max((len(v["rho"]) for v in cells.values()), default=0)
@@ -109,7 +166,53 @@ def presence_test(rows: list[dict], alpha: float = ALPHA) -> dict:
             "positive": sum(per_head[k]["mean"] > 0 for k in passing),
             "negative": sum(per_head[k]["mean"] < 0 for k in passing),
             "by_type": dict(by_type), "heads": per_head,
-            "mde": (t_quantile(n_prompts - 1, level) + normal_quantile(0.8)) * se_typ if ses else None}
+            "mde": (_t_quantile(n_prompts - 1, level) + normal_quantile(0.8)) * se_typ if ses else None}
+
+
+def paired_prompts(real: dict[tuple[int, int], dict], zeroed: dict[tuple[int, int], dict]
+                   ) -> dict[tuple[int, int], list[tuple[float, float]]]:
+    """{(layer, head): [(rho with RoPE, rho with RoPE zeroed), ...]} from two conditions' ``prompt_cells``:
+    one pair per (length, prompt) with a finite rho in both (the same prompt index: the same input)."""
+    out = {}
+    for key, cell in real.items():
+        other = zeroed.get(key)
+        if other is None or any(i[1] is None for i in cell["items"]):
+            continue
+        theirs = dict(zip(other["items"], other["rho"]))
+        pairs = [(rho, theirs[i]) for i, rho in zip(cell["items"], cell["rho"]) if i in theirs]
+        if pairs:
+            out[key] = pairs
+    return out
+
+
+def control_test(rows: list[dict], alpha: float = ALPHA) -> dict | None:
+    """ctxlens's comparison with the RoPE-zeroed control (see the module docstring): per head, with
+    s the sign of its rho summed over both conditions and prompts, a paired one-sided t test
+    (n - 1 df) across prompts of s (rho - rho zeroed) > 0 (``gain``: its mean, how much further
+    along the head's direction its rho is with RoPE); a head passes when p < alpha / heads. None
+    when the rows hold no RoPE-zeroed prompt rows. ``mde``: the smallest mean gain detected at 80%
+    power ((one-sided t at the Bonferroni level + z) x the median SE over heads)."""
+    cells = prompt_cells(rows)
+    return compare(cells.get(REAL, {}), cells[CONTROL], alpha) if cells.get(CONTROL) else None
+
+
+def compare(real: dict[tuple[int, int], dict], zeroed: dict[tuple[int, int], dict], alpha: float = ALPHA) -> dict:
+    """``control_test`` on the two conditions' ``prompt_cells``."""
+    pairs = {k: v for k, v in paired_prompts(real, zeroed).items() if len(v) >= 2}
+    level = alpha / max(1, len(pairs))
+    heads, ses = {}, []
+    for key, items in pairs.items():
+        sign = -1.0 if sum(a + b for a, b in items) < 0 else 1.0  # swap-invariant: fixed under the null
+        gain, se, p_two = one_sample_t([sign * (a - b) for a, b in items])
+        p = p_two / 2 if gain > 0 else 1 - p_two / 2  # one-sided: further along the direction with RoPE
+        heads[key] = {"gain": gain, "se": se, "p": p, "pass": p < level, "n": len(items), "direction": sign,
+                      "real": sum(a for a, _ in items) / len(items), "zeroed": sum(b for _, b in items) / len(items)}
+        if se == se:  # not NaN
+            ses.append(se)
+    n = max((v["n"] for v in heads.values()), default=0)
+    return {"n_heads": len(heads), "n_prompts": n, "level": level, "heads": heads,
+            "n_pass": sum(v["pass"] for v in heads.values()),
+            "mde": (_t_quantile(n - 1, 2 * level) + normal_quantile(0.8)) * float(np.median(ses)) if ses else None}
 
 
 def head_interval(rows: list[dict], layer: int, head: int, n_boot: int = 2000) -> tuple[float, float] | None:
@@ -235,8 +338,9 @@ def masking_interval(mask_rows: list[dict], fraction: str, n_boot: int = 2000) -
     pk = _cells(mask_rows, "passkey")
     f = float(fraction)
     top = _hits(pk.get(("top", f, 0), []))
-    draws = [_hits(pk[k]) for k in sorted(pk) if k[0] == "random" and k[1] == f]
-    if top is None or not draws or any(d is None for d in draws):
+    found = [_hits(pk[k]) for k in sorted(pk) if k[0] == "random" and k[1] == f]
+    draws = [d for d in found if d is not None]
+    if top is None or not draws or len(draws) < len(found):
         return None
     keys = [k for k in top if all(k in d for d in draws)]
     matrix = np.array([[top[k] for k in keys], *[[d[k] for k in keys] for d in draws]])  # [1 + draws, passkeys]

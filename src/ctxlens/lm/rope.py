@@ -19,8 +19,10 @@ one shared RoPE changes all its layers, and refuses a target that names only som
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+from collections.abc import Iterator
 
 import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -218,3 +220,25 @@ def pair_index(rotary_dims: int, layout: str) -> torch.Tensor:
     half = rotary_dims // 2
     i = torch.arange(half)
     return torch.stack([i, i + half], -1) if layout == "half" else torch.stack([2 * i, 2 * i + 1], -1)
+
+
+@contextlib.contextmanager
+def zero_rotation(model: torch.nn.Module, under: str = "") -> Iterator[None]:
+    """Within the block every inverse frequency of every rotary module of ``model`` (below ``under``)
+    is 0, so cos = the module's attention scaling (1 for plain RoPE), sin = 0 and q and k reach
+    attention unrotated: RoPE removed, everything else as loaded (the rope-distance paper's null:
+    no positional rotation). Each ``*inv_freq`` buffer is swapped for zeros and the very tensor
+    it held is put back on exit, so the model is bitwise as before."""
+    mods = rotary_modules(model, under)
+    if not mods:
+        raise CtxlensError(f"Model type '{text_config(model).model_type}' has no rotary embedding to zero; the "
+                           "RoPE-zeroed control applies to RoPE models only.")
+    saved = [(m, name, buf) for _, m in mods for name, buf in list(m._buffers.items())
+             if name.endswith("inv_freq") and buf is not None]
+    for m, name, buf in saved:
+        m._buffers[name] = torch.zeros_like(buf)
+    try:
+        yield
+    finally:
+        for m, name, buf in saved:
+            m._buffers[name] = buf

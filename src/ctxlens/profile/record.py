@@ -26,7 +26,7 @@ PART_MODEL_OPTIONS = {"allow_extrapolation": bool}  # all a plan may add to the 
 OPTION_KEYS = frozenset({
     "task", "tasks", "lengths", "depths", "n_samples", "batch_size", "max_new_tokens", "n_scored", "n_sequences",
     "boundaries", "n_queries", "top_k", "fractions", "n_draws", "n_passkey", "detect_length", "detect_samples",
-    "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring"})
+    "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring", "control"})
 
 Num, Int, Str, Bool, Opt = "number", "whole number", "text", "true/false", "optional"
 TOP = {"budget_minutes": Num, "length": Int, "models": dict}

@@ -159,7 +159,7 @@ def _heads(size: Size, info: ModelInfo) -> dict:
     of the card's t test across prompts (Bonferroni over heads; with 17 prompts and sd 0.3 of a head's
     per-prompt rho over prompts, it detects a mean rho of about 0.4 at 80% power over 270 heads)."""
     return {"lengths": [size.length], "n_samples": knob(size.scale, 17, 32), "n_queries": knob(size.scale, 32, 256),
-            "top_k": min(100, size.length // 4), "fractions": [0.05, 0.1]}
+            "top_k": min(100, size.length // 4), "fractions": [0.05, 0.1], "control": "rope-zeroed"}
 
 
 def _masking(size: Size, info: ModelInfo) -> dict:

@@ -2,7 +2,8 @@
 Figures 8-9, Appendix A.3). The paper's quantities come first (the rho ranking, the top heads'
 rho and sign, the |rho| spread; every fraction's passkey accuracy and perplexity); the tests are
 ctxlens's (``ctxlens.findings.positional``): a t test across prompts per head, Bonferroni over
-heads, and a randomization test of the top heads against random draws on paired passkeys."""
+heads, each head against its RoPE-zeroed control on the same prompts, and a randomization test of
+the top heads against random draws on paired passkeys."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from ctxlens.findings.models import has_rope
 
 @card_line("positional_heads", "positional heads (top 5% / 10% by Spearman rho)",
            named("rope-distance", "Sections 4.2-4.3.1"),
-           "some heads whose dominant RoPE dimension tracks distance (ctxlens's test: per-prompt rho, t across "
-           "prompts, Bonferroni over heads)", order=9, applies=has_rope, reads=("positional-heads",))
+           "some heads whose dominant RoPE dimension tracks distance, beyond the same heads with RoPE zeroed "
+           "(ctxlens's test: per-prompt rho, t across prompts and paired t against the control, Bonferroni over "
+           "heads)", order=9, applies=has_rope, reads=("positional-heads",))
 def _positional_heads(ctx: Context) -> Line:
     return positional_heads(_plain(ctx.of("positional-heads")), ctx.model)
 
@@ -77,15 +79,48 @@ def positional_heads(rows: list[dict], model: str) -> Line:
            f"{test['n_heads']} heads (ctxlens's test); detects mean rho >= {_f(test['mde'], '.2f')}")
     if n < pos.MIN_PROMPTS:
         unc += f" (underpowered: fewer than the paper's {pos.MIN_PROMPTS} prompts)"
+    numbers = {"ranking": rank, "n_pass": test["n_pass"], "positive": test["positive"], "negative": test["negative"],
+               "by_type": test["by_type"], "level": test["level"], "controlled": test["controlled"]}
+    mde = test["mde"]
+    if test["controlled"]:
+        control = test["control"]
+        unc += (f"; each head against its RoPE-zeroed control: paired one-sided t across the same prompts of rho "
+                f"with RoPE minus rho without, along the head's sign, Bonferroni over {control['n_heads']} heads "
+                f"(ctxlens's test); detects gains >= {_f(control['mde'], '.2f')}")
+        numbers.update(n_positional=test["n_positional"], n_beat_control=control["n_pass"],
+                       n_pass_zeroed=test["zeroed"]["n_pass"], positional_by_type=test["positional_by_type"])
+        mde = None if test["mde"] is None or control["mde"] is None else max(test["mde"], control["mde"])
+        under = under or mde is None or mde > pos.MIN_RHO
+    return Line("positional_heads", model, value, text, unc, _presence_verdict(test), numbers, n=n, unit="prompts",
+                interval=ci, bounds=(-1.0, 1.0), mde=mde, underpowered=under)
+
+
+def _passing(test: dict) -> str:
+    """"R of H heads pass ctxlens's t test (P positive, N negative)" with the per-layer-type split."""
     types = test["by_type"]
     split = "; ".join(f"{t} {v['pass']} of {v['heads']}" for t, v in types.items()) if len(types) > 1 else ""
-    verdict = (f"present, as expected: {test['n_pass']} of {test['n_heads']} heads pass ({test['positive']} positive, "
-               f"{test['negative']} negative)" + (f"; {split}" if split else "")) if test["present"] else \
-        f"none found (0 of {test['n_heads']} heads pass)"
-    numbers = {"ranking": rank, "n_pass": test["n_pass"], "positive": test["positive"], "negative": test["negative"],
-               "by_type": types, "level": test["level"]}
-    return Line("positional_heads", model, value, text, unc, verdict, numbers, n=n, unit="prompts", interval=ci,
-                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under)
+    return (f"{test['n_pass']} of {test['n_heads']} heads pass ctxlens's t test ({test['positive']} positive, "
+            f"{test['negative']} negative)" + (f"; {split}" if split else ""))
+
+
+def _presence_verdict(test: dict) -> str:
+    """Present only when some head beats its RoPE-zeroed control; rows without the control say so."""
+    if not test["controlled"]:
+        return ("uncontrolled (the verdict lacks its RoPE-zeroed control, without which a test that passes nearly "
+                "every head may measure the statistic, not RoPE; re-run positional-heads with --control rope-zeroed): "
+                + _passing(test))
+    zeroed, control = test["zeroed"], test["control"]
+    against = (f"{control['n_pass']} of {control['n_heads']} beat their RoPE-zeroed control; with RoPE "
+               f"{test['n_pass']} of {test['n_heads']} pass the t test, with RoPE zeroed {zeroed['n_pass']} of "
+               f"{zeroed['n_heads']}")
+    if not test["present"]:
+        return f"none beyond the control: 0 of {test['n_heads']} heads pass both ctxlens's tests; {against}"
+    types = test["positional_by_type"]
+    split = "; ".join(f"{t} {types.get(t, 0)} of {v['heads']}" for t, v in test["by_type"].items()) \
+        if len(test["by_type"]) > 1 else ""
+    return (f"present, as expected: {test['n_positional']} of {test['n_heads']} heads pass both ctxlens's tests "
+            f"({test['positional_positive']} positive, {test['positional_negative']} negative)"
+            + (f"; {split}" if split else "") + f"; {against}")
 
 
 def _f(x, fmt: str = "+.2f") -> str:
