@@ -115,7 +115,7 @@ def dominant_dimension(df, ctx):
 def positional_heads(df, ctx):
     heads = numeric(having(df, kind="head"), "rank", "rho", "p_value")
     sel = numeric(having(df, kind="selection"), "fraction", "n_selected")
-    styles = varying(heads, ("transform", "length"))
+    styles = varying(heads, ("transform", "length", "condition"))  # the RoPE-zeroed control drawn apart
     keys = list(dict.fromkeys(tuple(k) for k, _ in groups(heads, ["series", *styles])))
     fig, axes = figure(max(1, len(keys)), width=3.6, height=2.7, sharey=True)
     for ax, key in zip(axes, keys):
