@@ -279,3 +279,46 @@ def test_a_ten_minute_budget_plans_at_least_eight_of_the_cards_lines():
 def test_a_long_budget_has_no_share_cap():
     fit = budget.fit(list(suite.PARTS), SMOLLM2_INFO, SMOLLM2_CPU, 3600.0 * 3)
     assert not any("third" in why for why in fit.left_out.values())
+
+
+class Killed(BaseException):
+    """Stands for a SIGKILL inside a part: nothing after it runs (not even ``except Exception``)."""
+
+
+def test_a_part_killed_midway_keeps_its_time_up_to_its_last_written_file(llama, tmp_path):
+    """Issue 32, item 10: the time of the part in flight at a kill was lost; the next run adds the time up to
+    the last file its run directory wrote (here planted 40 s after the part started), and the model's total
+    counts every finished part of the killed run too."""
+    import os
+    import time as clock_time
+
+    class KillSecond(FakeRun):
+        def __call__(self, experiment, models, out, options, model_options, **kw):
+            if len(self.calls) == 1:  # the second part: write a file 40 s into it, then die
+                out.mkdir(parents=True, exist_ok=True)
+                record = json.loads((out.parent.parent / command.RECORD).read_text())
+                since = next(p for s in record["models"].values() for p in s["parts"]
+                             if p["name"] == out.name)["running_since"]
+                (out / "units.jsonl").write_text("")
+                os.utime(out / "units.jsonl", (since + 40.0, since + 40.0))
+                raise Killed
+            super().__call__(experiment, models, out, options, model_options, **kw)
+
+    first = KillSecond()
+    with pytest.raises(Killed):
+        profile([llama], 10, tmp_path / "p", progress=False, clock=first.clock, probe=lambda lm: SPEED, runner=first)
+    record = json.loads((tmp_path / "p" / command.RECORD).read_text())
+    state = record["models"][llama]
+    done = [p for p in state["parts"] if p["status"] == "done"]
+    killed = next(p for p in state["parts"] if "running_since" in p)
+    assert len(done) == 1 and state["spent_s"] == pytest.approx(done[0]["spent_s"], abs=0.2)  # kept as it went
+    assert clock_time.time() - killed["running_since"] < 60
+    again = FakeRun()
+    again.now = first.now
+    resumed = profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED,
+                      runner=again)
+    state = resumed.record["models"][llama]
+    part = next(p for p in state["parts"] if p["name"] == killed["name"])
+    assert part["spent_s"] == pytest.approx(40.0 + part["planned_s"], abs=0.5)  # recovered, then run again
+    assert any(killed["name"] in a and "recovered" in a for a in state["adjustments"])
+    assert all("running_since" not in p for p in state["parts"])

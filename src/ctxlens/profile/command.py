@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -242,8 +243,10 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
     from ctxlens.lm.info import ModelInfo
 
     info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
-    deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
     where = out / state["label"]
+    _recover(state, where)
+    deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
+    mark = started  # state["spent_s"] grows after each part, so a kill loses at most the part in flight
     paces: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}  # generates -> [estimated, spent]
     failed = 0
     ran: set[str] = set()
@@ -259,6 +262,8 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
             break
         ran.add(part["name"])
         t0 = clock()
+        part["running_since"] = time.time()  # a kill leaves it: the next run recovers the part's time (_recover)
+        _write(out, record)
         try:
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
             runner(part["experiment"], [spec], where / part["name"], part["options"],
@@ -269,17 +274,46 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
             part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
             failed += 1
         spent = clock() - t0
+        part.pop("running_since", None)
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
+        state["spent_s"], mark = round(state.get("spent_s", 0.0) + clock() - mark, 1), clock()
         pace = paces[_generates(part["experiment"])]
         pace[0] += part.get("estimate_s", part["planned_s"])  # records before estimate_s: the plan
         pace[1] += spent
         _write(out, record)
         print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
               + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
-    state["spent_s"] = round(state.get("spent_s", 0.0) + clock() - started, 1)  # over every run of the command
+    state["spent_s"] = round(state.get("spent_s", 0.0) + clock() - mark, 1)  # over every run of the command
     state["load_average_after"] = _load()
     _write(out, record)
     return failed
+
+
+RECOVER_MAX = 7 * 24 * 3600.0  # seconds: a part's recovered time is never more than a week
+
+
+def _recover(state: dict, where: Path) -> None:
+    """Add to each part a killed run of the command left running (``running_since``, wall time) the
+    time up to the last file its run directory wrote (a lower bound of what it spent: its last
+    committed unit or checkpoint), to the part's and the model's ``spent_s``, and say so in
+    ``adjustments``. The directory is walked without following links."""
+    for part in state.get("parts", []):
+        since = part.pop("running_since", None)
+        if not isinstance(since, int | float) or isinstance(since, bool):
+            continue
+        latest = since
+        for root, _dirs, names in os.walk(where / part["name"], followlinks=False):
+            for name in names:
+                try:
+                    latest = max(latest, os.lstat(os.path.join(root, name)).st_mtime)
+                except OSError:
+                    continue
+        lost = round(min(max(0.0, latest - since), RECOVER_MAX), 1)
+        part["spent_s"] = round(part.get("spent_s", 0) + lost, 1)
+        state["spent_s"] = round(state.get("spent_s", 0.0) + lost, 1)
+        state.setdefault("adjustments", []).append(
+            f"{part['name']}: an earlier run of the command ended inside it; {duration(lost)} of its time "
+            "recovered from its files' times")
 
 
 def _generates(experiment: str) -> bool:
