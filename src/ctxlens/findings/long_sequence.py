@@ -45,6 +45,7 @@ from ctxlens.findings.models import any_model, reaches
 from ctxlens.findings.verdicts import Rows, as_models, verdicts_row
 
 ALPHA = 0.05
+MIN_BOOTSTRAP = 5  # haystacks: fewer give a percentile bootstrap of a handful of distinct values, no interval
 DEPTH_GRID = (0.0, 20.0, 40.0, 50.0, 60.0, 80.0, 100.0)  # the long-sequence paper, Tables 2-3
 MIDDLE = 50.0  # the middle cell of a haystack (see the module docstring)
 ENDS = {"start": 0.0, "end": 100.0}
@@ -141,8 +142,9 @@ def length_test(rows: list[dict], length: int) -> dict:
     """Needle retrieval at ``length`` vs twice it, paired over haystacks (module docstring): per
     haystack present at both lengths, its accuracy over the depths it has at both; ``at_L``,
     ``at_2L`` the means over haystacks, ``diff`` = at_2L - at_L with a bootstrap interval over
-    haystacks, ``p`` the one-sided sign-flip p of a drop, ``mde`` the smallest drop detectable at
-    5% with 80% power, ``why`` what is missing when nothing can be tested."""
+    haystacks (None with fewer than ``MIN_BOOTSTRAP``), ``p`` the one-sided sign-flip p of a drop,
+    ``mde`` the smallest drop detectable at 5% with 80% power, ``why`` what is missing when nothing
+    can be tested."""
     at, beyond = haystacks(rows, length)[0], haystacks(rows, 2 * length)[0]
     out: dict = {"length": length, "n": 0, "why": None}
     pairs = []
@@ -157,7 +159,8 @@ def length_test(rows: list[dict], length: int) -> dict:
     out.update(n=len(pairs), at_L=_mean([a for a, _ in pairs]), at_2L=_mean([b for _, b in pairs]),
                depths=sorted({d for h in set(at) & set(beyond) for d in set(at[h]) & set(beyond[h])}))
     out["diff"] = out["at_2L"] - out["at_L"]
-    out["interval"] = bootstrap_mean([-x for x in drops], bounds=(-1.0, 1.0))  # resampling haystacks
+    out["interval"] = (bootstrap_mean([-x for x in drops], bounds=(-1.0, 1.0))  # resampling haystacks
+                       if len(drops) >= MIN_BOOTSTRAP else None)
     out["p"] = sign_flip_p(drops, "greater")
     out["mde"] = mcnemar_mde(len(pairs), sum(abs(x) for x in drops) / len(drops), alpha=ALPHA)
     return out

@@ -17,7 +17,17 @@ from ctxlens.core.papers import named
 from ctxlens.core.stats import mde as mde_of
 from ctxlens.core.stats import mean_resamples
 from ctxlens.findings.card import Context, Line, absent, card_line
-from ctxlens.findings.long_sequence import ALPHA, DEPTH_GRID, ENDS, MIDDLE, MIN_DIP, MIN_DROP, length_test, middle_test
+from ctxlens.findings.long_sequence import (
+    ALPHA,
+    DEPTH_GRID,
+    ENDS,
+    MIDDLE,
+    MIN_BOOTSTRAP,
+    MIN_DIP,
+    MIN_DROP,
+    length_test,
+    middle_test,
+)
 from ctxlens.findings.models import reaches
 from ctxlens.findings.verdicts import number as _n
 
@@ -193,8 +203,10 @@ def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Lin
         return absent("retrieval_2l", model, f"not measured: {got['why']}")
     n, m, ci = got["n"], got["mde"], got["interval"]
     text = f"{got['at_L']:.2f} at {L} vs {got['at_2L']:.2f} at {2 * L} (mean over depths per haystack)"
-    unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, 95% CI {ci[0]:+.2f} to {ci[1]:+.2f} (bootstrap over "
-           f"haystacks); paired p = {got['p']:.3g}; {_detects('drop', m, n)}"
+    ci_text = (f"95% CI {ci[0]:+.2f} to {ci[1]:+.2f} (bootstrap over haystacks)" if ci else
+               f"no interval (fewer than {MIN_BOOTSTRAP} haystacks to bootstrap)")
+    unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, {ci_text}; paired p = {got['p']:.3g}; "
+           f"{_detects('drop', m, n)}"
            + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})"))
     if train is None:
         verdict = "not a test of the paper: the model's training length is not recorded"
