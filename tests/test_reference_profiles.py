@@ -1,6 +1,7 @@
-"""The committed reference profiles of SmolLM2-135M and Gemma-3-270M (``reference/profile``, made by
-``ctxlens profile ref:smollm2-135m ref:gemma3-270m``): their rows read back, the README's cards are
-those rows' card (``ctxlens card``), and their report opens in Chromium with the card first."""
+"""The committed reference profiles: SmolLM2-135M and Gemma-3-270M at L = 1024 (``reference/profile``,
+made by ``ctxlens profile ref:smollm2-135m ref:gemma3-270m --length 1024``) and SmolLM2-135M at its
+training length (``reference/profile-t``, L = 8192): their rows read back, the README's cards are those
+rows' card (``ctxlens card``), and their reports open in Chromium with the card first."""
 
 from __future__ import annotations
 
@@ -15,14 +16,23 @@ from ctxlens.results import read_runs, run_dirs
 from tests.report._browser import Browser, find_chromium
 
 ROOT = Path(__file__).parents[1]
-PROFILE = ROOT / "reference" / "profile"
 README = ROOT / "README.md"
-MODELS = ("ref:smollm2-135m", "ref:gemma3-270m")
-BEGIN, END = "<!-- reference-cards:begin -->", "<!-- reference-cards:end -->"
+PROFILES = {  # directory -> (its models, the README's marker around its cards)
+    "profile": (("ref:smollm2-135m", "ref:gemma3-270m"), "reference-cards"),
+    "profile-t": (("ref:smollm2-135m",), "reference-cards-t"),
+}
 CHROMIUM = find_chromium()
 
 
-def test_the_profile_record_names_both_models_and_every_part_ended():
+@pytest.fixture(params=sorted(PROFILES))
+def profile(request):
+    """(the profile's directory, its models, the README's begin and end markers of its cards)."""
+    models, marker = PROFILES[request.param]
+    return ROOT / "reference" / request.param, models, (f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->")
+
+
+def test_the_profile_record_names_its_models_and_every_part_ended(profile):
+    PROFILE, MODELS, _ = profile
     record = json.loads((PROFILE / "profile.json").read_text())
     assert set(record["models"]) == set(MODELS)
     for spec, state in record["models"].items():
@@ -34,7 +44,8 @@ def test_the_profile_record_names_both_models_and_every_part_ended():
     assert all(run.config["meta"]["profile_length"] == record["length"] for run in runs)
 
 
-def test_the_readmes_cards_are_the_card_of_the_committed_rows(capsys):
+def test_the_readmes_cards_are_the_card_of_the_committed_rows(profile, capsys):
+    PROFILE, _, (BEGIN, END) = profile
     text = README.read_text()
     assert text.count(BEGIN) == text.count(END) == 1
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
@@ -43,7 +54,8 @@ def test_the_readmes_cards_are_the_card_of_the_committed_rows(capsys):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
-def test_the_committed_report_opens_in_chromium_with_its_card_first(tmp_path):
+def test_the_committed_report_opens_in_chromium_with_its_card_first(profile, tmp_path):
+    PROFILE, MODELS, _ = profile
     with Browser(CHROMIUM, tmp_path / "browser") as browser:
         page = browser.open(PROFILE / "report.html")
         assert page.errors() == []
