@@ -32,7 +32,7 @@ TRANSFORM = Column("transform", str, "", "position transform applied to the mode
 SOURCE = Column("source", str, "", "text source the windows were cut from")
 FLAG = Column("flag", str, "", "why a value is missing or suspect (None: nothing to report)", optional=True)
 BOS = Column("bos", bool, "", "whether each window starts with the tokenizer's BOS token")
-N = Column("n", int, "", "number of items the row's value is computed over")
+N = Column("n", int, "", "number of items the row's value is computed over (None when none is finite)", optional=True)
 KIND = Column("kind", str, "", "which kind of row this is (rows of several kinds share the declaration)")
 CONDITION = Column("condition", str, "", "the condition measured (what was changed, or 'none')")
 LAYER_TYPE = Column("layer_type", str, "", "the layer's attention type where the model names one "
