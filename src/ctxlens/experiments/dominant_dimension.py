@@ -27,11 +27,8 @@ from ctxlens.experiments.registry import (
     DISTANCE_BINS,
     EXTRAPOLATE,
     KIND,
-    LENGTH,
     ROPE_LAYER,
-    SEED,
-    TRAINING,
-    TRANSFORM,
+    ROPE_UNIT,
     Column,
     DemoStep,
     Smoke,
@@ -62,7 +59,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 
 
 COLUMNS = declare(
-    TRANSFORM, LENGTH, SEED, KIND, ROPE_LAYER, CORRELATION, TRAINING, DISTANCE_BINS,
+    ROPE_UNIT, KIND, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
     Column("top_k", int, "", "frequency pairs taken as a query-key pair's top contributors"),
 )
 

@@ -42,10 +42,7 @@ from ctxlens.experiments.registry import (
     EXTRAPOLATE,
     FLAG,
     FRACTION,
-    LENGTH,
-    SEED,
-    TRAINING,
-    TRANSFORM,
+    ROPE_UNIT,
     Column,
     DemoStep,
     N,
@@ -202,7 +199,7 @@ def work(config: Config, unit: dict) -> list[Work]:
 
 
 COLUMNS = declare(
-    TRANSFORM, CONDITION, FRACTION, LENGTH, SEED, TRAINING, N, FLAG,
+    ROPE_UNIT, CONDITION, FRACTION, N, FLAG,
     Column("draw", int, "", "random-head draw (0 for the top Positional Heads)"),
     Column("task", str, "", "'passkey' retrieval rows or 'ppl' loss rows"),
     Column("depth", float, "fraction", "relative depth of the passkey in the prompt"),

@@ -37,6 +37,7 @@ from ctxlens.experiments.columns import (  # noqa: F401  (the declaration's voca
     LENGTH,
     NLL,
     ROPE_LAYER,
+    ROPE_UNIT,
     SAMPLE,
     SEED,
     SOURCE,

@@ -33,11 +33,8 @@ from ctxlens.experiments.registry import (
     DISTANCE_BINS,
     EXTRAPOLATE,
     KIND,
-    LENGTH,
     ROPE_LAYER,
-    SEED,
-    TRAINING,
-    TRANSFORM,
+    ROPE_UNIT,
     Column,
     DemoStep,
     Smoke,
@@ -161,7 +158,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 
 
 COLUMNS = declare(
-    TRANSFORM, LENGTH, SEED, KIND, TRAINING, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
+    ROPE_UNIT, KIND, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
     Column("ablation", str, "", "the pairs zeroed: 'high:K', 'low:K' or 'pairs:A-B' (K may be a percentage)"),
     Column("nll_base", float, "nats", "mean next-token loss with every pair"),
     Column("nll_ablated", float, "nats", "mean next-token loss with the pairs zeroed"),

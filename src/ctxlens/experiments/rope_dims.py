@@ -19,11 +19,8 @@ from ctxlens.core.options import PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
     DEMO_ROPE,
-    LENGTH,
     ROPE_LAYER,
-    SEED,
-    TRAINING,
-    TRANSFORM,
+    ROPE_UNIT,
     Column,
     DemoStep,
     Smoke,
@@ -86,7 +83,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 
 
 COLUMNS = declare(
-    TRANSFORM, LENGTH, SEED, ROPE_LAYER, TRAINING,
+    ROPE_UNIT, ROPE_LAYER,
     Column("dim", int, "pair index", "RoPE frequency pair (0: the highest frequency)"),
     Column("count", int, "", "top-k slots the pair takes over the sampled query-key pairs"),
     Column("share", float, "fraction", "count / all top-k slots"),
