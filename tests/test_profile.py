@@ -322,3 +322,50 @@ def test_a_part_killed_midway_keeps_its_time_up_to_its_last_written_file(llama, 
     assert part["spent_s"] == pytest.approx(40.0 + part["planned_s"], abs=0.5)  # recovered, then run again
     assert any(killed["name"] in a and "recovered" in a for a in state["adjustments"])
     assert all("running_since" not in p for p in state["parts"])
+
+
+def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_run(llama, tmp_path, capsys):
+    from ctxlens.results import read_runs
+
+    fake, done = _fake_profile(llama, 3, tmp_path / "p")
+    parts = done.record["models"][llama]["parts"]
+    ran = next(p for p in parts if p["status"] == "done" and p["name"] == "positional-heads")
+    absent = next((p for p in parts if p["status"] == "left out"), None) or next(p for p in parts if p is not ran)
+    record = json.loads((tmp_path / "p" / command.RECORD).read_text())  # an older design: no RoPE-zeroed control
+    old = next(p for p in record["models"][llama]["parts"] if p["name"] == "positional-heads")
+    old["options"].pop("control")
+    (tmp_path / "p" / command.RECORD).write_text(json.dumps(record))
+    where = tmp_path / "p" / record["models"][llama]["label"]
+    (where / "positional-heads" / "rows").write_text("the earlier run's rows\n")
+
+    again = FakeRun()
+    again.now = fake.now
+    redone = profile([llama], 3, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: 1 / 0,
+                     runner=again, redo=("positional-heads", absent["name"]))
+    assert sorted(e for e, _ in again.calls) == sorted({"positional-heads", absent["experiment"]})
+    assert dict(again.calls)["positional-heads"]["control"] == "rope-zeroed"  # the suite's current design
+    kept = where / ".superseded" / "positional-heads-1"
+    assert (kept / "rows").read_text() == "the earlier run's rows\n"  # moved, never deleted
+    state = redone.record["models"][llama]
+    now = {p["name"]: p for p in state["parts"]}
+    assert now["positional-heads"]["redo"] == 1 and now["positional-heads"]["status"] == "done"
+    assert now[absent["name"]]["status"] == "done" and absent["name"] not in state["left_out"]
+    assert sum("redone with the suite's current design" in a for a in state["adjustments"]) == 2
+    assert ".superseded" not in {d.parent.name for d in redone.dirs}
+    assert all(".superseded" not in str(r.path) for r in read_runs([tmp_path / "p"]))
+
+    third = FakeRun()
+    profile([llama], 3, tmp_path / "p", progress=False, clock=third.clock, probe=lambda lm: 1 / 0, runner=third,
+            redo=("positional-heads",))
+    assert third.calls == []  # already current and done: the same command does not run it twice
+    assert not (where / ".superseded" / "positional-heads-2").exists()
+
+
+def test_redo_refuses_an_unknown_part_and_a_profile_never_planned(llama, tmp_path, capsys):
+    assert main(["profile", llama, "--out", str(tmp_path / "p"), "--redo", "positional-head"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "Did you mean 'positional-heads'" in err and len(err.splitlines()) == 1
+    assert main(["profile", llama, "--out", str(tmp_path / "p"), "--redo", "suffix-ppl,head-masking"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds no plan for" in err and "without --redo first" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "p").exists()

@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                     "the training length, capped by the budget)")
     pf.add_argument("--out", default="ctxlens-profile", help="directory of the run directories, profile.json and "
                     "report.html")
+    pf.add_argument("--redo", action="append", default=[], metavar="PART[,PART]",
+                    help="in a resume: run these parts again with the suite's current design at the recorded size, "
+                    "beyond the budget (the earlier run directory moves to MODEL/.superseded/)")
     for flag in ("--dtype", "--device", "--attn-implementation", "--revision"):
         pf.add_argument(flag, help="as in `ctxlens run`")
     pf.add_argument("--trust-remote-code", action="store_true", default=None, help="allow model code from the hub")
@@ -408,7 +411,9 @@ def _cmd_profile(args) -> int:
 
     options = {k: getattr(args, k) for k in ("dtype", "device", "attn_implementation", "revision", "trust_remote_code")
                if getattr(args, k) is not None}
-    done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress, length=args.length)
+    redo = tuple(name.strip() for given in args.redo for name in given.split(",") if name.strip())
+    done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress, length=args.length,
+                   redo=redo)
     if not done.dirs:
         print(f"no part of the profile wrote results into {args.out}; no report.")
         return 1

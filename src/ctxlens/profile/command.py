@@ -8,7 +8,10 @@ through the runner (resumable by unit). After each part the time spent is compar
 plan; when behind, the parts not started are shrunk (or left out) to what is left, and that is
 recorded. ``DIR/profile.json`` holds per model its info, the measured throughput, the budget,
 the plan, what was skipped or left out and why, and each part's planned and spent seconds; the
-same command again resumes from it (the recorded plan, never a new one). ``profile`` returns the
+same command again resumes from it (the recorded plan, never a new one). ``redo`` names parts to
+bring up to the suite's current design in a resume (``_redo``): each is planned again at the
+recorded size, its earlier run directory moved to ``DIR/<model>/.superseded/``, and run beyond the
+budget, which the record says. ``profile`` returns the
 run directories written; the command line then writes their report to ``DIR/report.html``
 (``ctxlens.cli``: this layer sits below the report).
 """
@@ -50,7 +53,7 @@ def label(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
 
 
-def check(models: list[str], minutes: float, out: Path, length: int | None = None) -> dict:
+def check(models: list[str], minutes: float, out: Path, length: int | None = None, redo: tuple[str, ...] = ()) -> dict:
     """Raise for bad input before anything is written; returns the record already in ``out``."""
     if not models:
         raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
@@ -72,7 +75,21 @@ def check(models: list[str], minutes: float, out: Path, length: int | None = Non
         how = "without --length" if old.get("length") is None else f"with --length {old['length']}"
         raise CtxlensError(f"{out} holds a profile planned {how}; run {how} to resume it, or use a new --out "
                            "directory.")
+    _check_redo(models, redo, out, old)
     return old
+
+
+def _check_redo(models: list[str], redo: tuple[str, ...], out: Path, old: dict) -> None:
+    """``redo``: names of the suite's parts, for models whose plan ``out`` already holds."""
+    from ctxlens.core.errors import unknown
+
+    for name in redo:
+        if name not in {p.name for p in PARTS}:
+            raise unknown("profile part", name, [p.name for p in PARTS])
+    for spec in models if redo else []:
+        if "parts" not in ((old.get("models") or {}).get(spec) or {}):
+            raise CtxlensError(f"--redo brings parts of an existing profile up to date, but {out} holds no plan for "
+                               f"{spec}; run the profile without --redo first.")
 
 
 def read_record(out: Path) -> dict:
@@ -104,24 +121,25 @@ class Profiled:
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
             model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
-            clock=time.monotonic, probe=None, runner=None) -> Profiled:
+            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
-    ``length``: L for every model (default: the training length, capped by the budget).
+    ``length``: L for every model (default: the training length, capped by the budget); ``redo``:
+    parts to bring up to the suite's current design in a resume (``_redo``).
     ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
     replaceable for tests."""
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.info import read_info
     from ctxlens.runner.execute import parse_model_options
 
-    out, models = Path(out), list(dict.fromkeys(models))
-    check(models, minutes, out, length)
+    out, models, redo = Path(out), list(dict.fromkeys(models)), tuple(dict.fromkeys(redo))
+    check(models, minutes, out, length, redo)
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
     held = _lock(out)
     try:
-        return _profile_all(models, minutes, out, check(models, minutes, out, length), infos, model_options,
-                            progress, length, clock, probe, runner)
+        return _profile_all(models, minutes, out, check(models, minutes, out, length, redo), infos, model_options,
+                            progress, length, clock, probe, runner, redo)
     finally:
         held.release()
 
@@ -140,7 +158,7 @@ def _lock(out: Path):
 
 
 def _profile_all(models, minutes, out, record, infos, model_options, progress, length, clock, probe,
-                 runner) -> Profiled:
+                 runner, redo=()) -> Profiled:
     """``profile`` once its input is checked and its lock held; ``record``: the one read under the lock."""
     from ctxlens.runner.execute import LOAD_KEYS
 
@@ -153,7 +171,7 @@ def _profile_all(models, minutes, out, record, infos, model_options, progress, l
         state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
         record["models"][spec] = state
         failed += _profile_one(spec, state, minutes * 60, out, record, load_options, model_options, progress,
-                               clock, probe, runner, length)
+                               clock, probe, runner, length, redo)
     return Profiled(run_dirs(out, record), record, failed)
 
 
@@ -170,7 +188,7 @@ def _labels(models: list[str], record: dict) -> dict[str, str]:
 
 
 def _profile_one(spec, state, seconds, out, record, load_options, model_options, progress, clock, probe,
-                 runner, length=None) -> int:
+                 runner, length=None, redo=()) -> int:
     from ctxlens.lm.loading import load
     from ctxlens.probes.throughput import Throughput, measure
     from ctxlens.runner.execute import run
@@ -192,6 +210,9 @@ def _profile_one(spec, state, seconds, out, record, load_options, model_options,
                      + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
                         for n in fit.left_out])
         state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
+        _write(out, record)
+    if redo:
+        _redo(spec, state, redo, out / state["label"])
         _write(out, record)
     _print_plan(spec, state, seconds)
     return _run_parts(spec, lm, state, seconds, started, out, record, model_options, progress, clock,
@@ -316,6 +337,61 @@ def _recover(state: dict, where: Path) -> None:
             "recovered from its files' times")
 
 
+SUPERSEDED = ".superseded"  # DIR/<model>/.superseded/<part>-<k>: a redone part's earlier run (readers skip dot folders)
+
+
+def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
+    """Plan each part of ``names`` again at the recorded size (``state["size"]``) with the suite's current
+    options, unless its record already has them and is done (so the same command resumes a redo, and a
+    finished one is not run twice). Its earlier run directory, if any, moves to
+    ``where/.superseded/<part>-<k>`` (kept, never deleted); its earlier time goes to ``adjustments``; the part
+    is marked ``redo`` (the k-th), which keeps the budget's refit from dropping it: a redo runs beyond
+    the budget, and the record's times say by how much."""
+    from ctxlens.lm.info import ModelInfo
+    from ctxlens.probes.throughput import Throughput
+
+    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    speed = Throughput(**state["throughput"])
+    size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
+    for name in names:
+        if name in state["skipped"]:
+            raise CtxlensError(f"{spec} cannot run the {name} part ({state['skipped'][name]}); leave it out of --redo.")
+        plan = fitting.plan_part(next(p for p in PARTS if p.name == name), size, info, speed)
+        rec = next((p for p in state["parts"] if p["name"] == name), None)
+        if rec is not None and rec["options"] == plan.options and (rec.get("redo") or rec["status"] == "done"):
+            continue  # current already: done, or a redo a killed command left to resume
+        if rec is None:
+            rec = {"name": name}
+            state["parts"].append(rec)
+            state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"].split("+")[0]))
+        k = int(rec.get("redo") or 0) + 1
+        was = f"{rec.get('status', 'not planned')}" + (f", {duration(rec['spent_s'])}" if rec.get("spent_s") else "")
+        moved = _supersede(where / name, where / SUPERSEDED, name)
+        rec.clear()
+        rec.update(**_part_record(plan, "planned"), redo=k, spent_s=0.0)
+        state["left_out"].pop(name, None)
+        note = (f"{name} redone with the suite's current design at the recorded size (L = {size.length}, scale "
+                f"{size.scale:.2f}), beyond the budget; before: {was}"
+                + (f", its run directory moved to {moved.relative_to(where).as_posix()}" if moved else ""))
+        state["adjustments"].append(note)
+        print(f"  {printable(note)}", flush=True)
+
+
+def _supersede(run_dir: Path, keep: Path, name: str) -> Path | None:
+    """Move ``run_dir`` (when it exists) to ``keep/<name>-<k>``, the first k free; the new path."""
+    if not run_dir.exists() and not run_dir.is_symlink():
+        return None
+    try:
+        keep.mkdir(exist_ok=True)
+        k = 1
+        while (keep / f"{name}-{k}").exists() or (keep / f"{name}-{k}").is_symlink():
+            k += 1
+        run_dir.rename(keep / f"{name}-{k}")
+    except OSError as err:
+        raise files.user_error(err, run_dir, "move") or err from None
+    return keep / f"{name}-{k}"
+
+
 def _generates(experiment: str) -> bool:
     return next(p.generates for p in PARTS if p.experiment == experiment)
 
@@ -365,7 +441,8 @@ def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: floa
     time ``left`` when the parts run so far took ``ratios`` times their estimates (per kind: see
     ``_ratios``) and what remains would overrun it (shrink) or leave much of it unused (grow);
     recorded in ``adjustments``."""
-    fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()]
+    fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()
+             and not p.get("redo")]  # a redo runs as planned, beyond the budget (_redo)
     need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["experiment"])]
                for p in fresh if p["status"] == "planned")
     behind = need > fitting.TARGET * max(left, 0.0)
