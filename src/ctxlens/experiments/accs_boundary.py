@@ -5,7 +5,9 @@ The geometry paper ("How much do contextualized representations encode long-rang
 boundary b in {0.1, ..., 1.0} (b = 1.0: the whole prefix). A flat ACCS while b is small (only
 distant tokens perturbed) followed by a drop near b = 1 marks a model that relies on local
 context (recurrent models, ALiBi); a steady fall marks one that uses the whole prefix (hybrids).
-b = 0 perturbs nothing (self-similarity 1, a control).
+b = 0 perturbs nothing (self-similarity 1, a control). A model whose tokenizer adds a BOS reads it first
+(``bos``, unset: auto); the BOS is never shuffled: b is a fraction of the text prefix after it
+(``probes.suffix.prefix_shuffle``), and rows record ``bos``.
 
 One unit per length: each batch of original sequences is run once and each boundary's perturbed
 copy once. One pooled row per (boundary, stream, layer), by default the last layer, and the per-window
@@ -42,7 +44,8 @@ class Config(sx.GeometryOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
     boundaries: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)],
-        help="relative right boundaries b: prefix tokens [0, b x prefix length) are shuffled (1: the whole prefix)")
+        help="relative right boundaries b: the first b x (text prefix length) tokens after the BOS, if any, are "
+             "shuffled (1: the whole text prefix)")
     layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
                                                                  "unset (null): every layer")
 
@@ -60,14 +63,14 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
-    shuffles = [sx.prefix_shuffle(prefix_len, b) for b in config.boundaries]
+    shuffles = [sx.prefix_shuffle(prefix_len, b, bos=cut.bos) for b in config.boundaries]
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, shuffles, layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
     rows = []
     for c, (boundary, shuffle) in enumerate(zip(config.boundaries, shuffles)):
-        coords = {"source": config.source, "cut_length": cut.cut_length,
+        coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
                   "prefix_len": prefix_len, "suffix_len": config.suffix_len,
                   "positions": len(positions), "n_sequences": windows.shape[0], "boundary": boundary}
         for stream in config.streams:

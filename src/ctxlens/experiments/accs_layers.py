@@ -2,11 +2,13 @@
 
 The geometry paper ("How much do contextualized representations encode long-range context?"), Section 4,
 Figure 1: windows of a text source at a given length; the first ``boundary`` fraction of the
-prefix (by default its distant half) is shuffled with a seed that depends only on the sample,
+text prefix (by default its distant half) is shuffled with a seed that depends only on the sample,
 so every model sees the same perturbed prefixes; the suffix representations on the residual
 stream after the context-mixing sublayer (``stream=residual``; ``block`` for block outputs)
 are compared with their unperturbed counterparts at every layer. ACCS is expected to fall with
-depth as representations gather more context.
+depth as representations gather more context. A model whose tokenizer adds a BOS reads it first
+(``bos``, unset: auto); the BOS is never shuffled: the boundary is a fraction of the text prefix after
+it (``probes.suffix.prefix_shuffle``), and rows record ``bos``.
 
 One unit per length; one pooled row per (stream, layer) (``self_sim``, ``anisotropy``, ``accs`` over every
 window together, anisotropy over all pairs of the pool), and beside it the per-window rows the card's
@@ -41,7 +43,8 @@ from ctxlens.probes import suffix as sx
 @dataclass
 class Config(sx.GeometryOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
-    boundary: Fraction = option(0.5, "relative right boundary b: prefix tokens [0, b x prefix length) are shuffled")
+    boundary: Fraction = option(0.5, "relative right boundary b: the first b x (text prefix length) tokens after "
+                                      "the BOS, if any, are shuffled")
     layers: Layers = option(None, "layers measured, negative from the end; unset: every layer")
 
     def validate(self) -> None:
@@ -58,12 +61,12 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
-    shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
+    shuffle = sx.prefix_shuffle(prefix_len, config.boundary, bos=cut.bos)
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"source": config.source, "cut_length": cut.cut_length,
+    coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
               "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
     types = {layer: sx.layer_type_of(lm, layer) for layer in layers}

@@ -12,6 +12,11 @@ length (the prefix ends with the random gap before that copy). Sample i uses the
 at every length. One unit per length; one row per (stream, layer), with the mean LZMA
 compression rate of the original prefixes (token ids as fixed-width integers: the sequences are
 token-level, not text).
+
+BOS: the sequences are synthetic ids, not text, so by default (``bos`` unset) none is put first, as
+before random ids; ``bos=true`` puts the tokenizer's BOS first: the window is then the BOS and a
+``length - 1``-token periodic sequence (the same suffix), and only the text prefix after the BOS is
+shuffled and compressed (``probes.suffix.prefix_shuffle``). Rows record ``bos``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from ctxlens.experiments.registry import (
     summary,
 )
 from ctxlens.probes import suffix as sx
-from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.probes.perturb import compression_rate, token_bytes
+from ctxlens.probes.windows import bos_id
 
 
 @dataclass
@@ -85,16 +91,20 @@ def periodic_windows(n: int, length: int, suffix_len: int, *, period_len: int, s
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     low, high = sx.token_range(lm)
-    windows = periodic_windows(config.n_sequences, length, config.suffix_len, period_len=config.period_len,
-                               stride=config.stride, seed=config.seed, low=low, high=high)
+    bos = bos_id(lm, True) if config.bos else None  # synthetic ids: a BOS only when asked for
+    start = sx.text_start(bos is not None)
+    windows = periodic_windows(config.n_sequences, length - start, config.suffix_len, period_len=config.period_len,
+                               stride=config.stride, seed=config.seed, low=low, high=high)  # [n, length - start]
+    if bos is not None:
+        windows = torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)  # [n, length]
     prefix_len = length - config.suffix_len
-    shuffle = Shuffle(0, prefix_len)
+    shuffle = sx.prefix_shuffle(prefix_len, 1.0, bos=bos is not None)
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    rate = sum(compression_rate(token_bytes(w[:prefix_len], None, high)) for w in windows)  # token-level bytes
-    coords = {"source": "periodic", "prefix_len": prefix_len, "suffix_len": config.suffix_len,
+    rate = sum(compression_rate(token_bytes(w[start:prefix_len], None, high)) for w in windows)  # token-level bytes
+    coords = {"source": "periodic", "bos": bos is not None, "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": 1.0,
               "period_len": config.period_len, "stride": config.stride,
               "compression_rate": rate / windows.shape[0]}

@@ -13,6 +13,10 @@ The geometry paper ("How much do contextualized representations encode long-rang
 The rate is LZMA-compressed bytes / raw bytes of the prefix (decoded text with a tokenizer,
 fixed-width token ids without). Anisotropy is the exact mean pairwise cosine of the suffix
 representations of each condition. One unit per length; rows per (condition, stream, layer).
+
+A model whose tokenizer adds a BOS reads it first (``bos``, unset: auto): the prefix shuffled, cut
+into windows and compressed is then the text prefix after the BOS (positions 1 to the suffix;
+``probes.suffix.prefix_shuffle``), and rows record ``bos``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
+    BOS,
     COMPRESSION_RATE,
     DEMO_GEOMETRY,
     LENGTH,
@@ -42,7 +47,7 @@ from ctxlens.experiments.registry import (
 )
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
-from ctxlens.probes.perturb import Shuffle, compression_rate, token_bytes
+from ctxlens.probes.perturb import compression_rate, token_bytes
 
 
 @dataclass
@@ -84,11 +89,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
     n, prefix_len = windows.shape[0], length - config.suffix_len
-    shuffles = [Shuffle(0, prefix_len, min(w, prefix_len) if w else 0) for w in config.windows]
+    start = sx.text_start(cut.bos)  # the text prefix: positions [start, prefix_len)
+    shuffles = [sx.prefix_shuffle(prefix_len, 1.0, w, bos=cut.bos) for w in config.windows]
     samples = list(range(n))
-    rates = [[compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size))
+    rates = [[compression_rate(token_bytes(row[start:prefix_len], lm.tokenizer, lm.vocab_size))
               for row in s.apply(windows, samples, config.seed)] for s in shuffles]  # [conditions][n]
-    original = [compression_rate(token_bytes(row[:prefix_len], lm.tokenizer, lm.vocab_size)) for row in windows]
+    original = [compression_rate(token_bytes(row[start:prefix_len], lm.tokenizer, lm.vocab_size))
+                for row in windows]
     bins = equal_count_bins(original, config.n_bins) if config.n_bins else [None] * n
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
@@ -113,13 +120,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for key, x in got.items():
                 by_window[(c,) + key].update(x)
 
-    base = {"source": config.source, "cut_length": cut.cut_length,
+    base = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
             "prefix_len": prefix_len, "suffix_len": config.suffix_len,
             "positions": len(positions)}
     out = []
     for c, shuffle in enumerate(shuffles):
         coords = {**base, "perturbation": "local-shuffle", "window": config.windows[c],
-                  "effective_window": shuffle.window or prefix_len, "n_sequences": n,
+                  "effective_window": shuffle.window or prefix_len - start, "n_sequences": n,
                   "compression_rate": sum(rates[c]) / n}
         out += [_row(coords, s, layer, by_window[(c, s, layer)], config) for s in config.streams for layer in layers]
     for b in range(config.n_bins):
@@ -137,7 +144,7 @@ def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config)
 
 
 COLUMNS = declare(
-    LENGTH, SEED, WINDOWS, pick("positions", "window", "stream", "layer", "n", "anisotropy", "mean_dot"),
+    LENGTH, SEED, WINDOWS, BOS, pick("positions", "window", "stream", "layer", "n", "anisotropy", "mean_dot"),
     COMPRESSION_RATE,
     Column("perturbation", str, "", "how the prefix was made more or less compressible ('local-shuffle', 'none')"),
     Column("effective_window", int, "tokens", "the shuffle window actually used (the prefix length for 0)"),

@@ -15,6 +15,9 @@ All conditions score the same suffix tokens. Frequencies are counted over ``freq
 tokens of ``frequency_source`` (the zoo's training text is ``builtin:train``). Rows per
 (condition, rank bin), with the two reference curves (``uniform_nll``, ``unigram_nll``) and
 the anisotropy of the condition's final hidden states, so the collapse mode can be read off.
+A model whose tokenizer adds a BOS reads it first in every condition (``bos``, unset: auto); the
+shuffled condition shuffles the text prefix after it (``probes.suffix.prefix_shuffle``), and rows
+record ``bos``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.experiments.base import Experiment
 from ctxlens.experiments.registry import (
+    BOS,
     CONDITION,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
@@ -48,7 +52,6 @@ from ctxlens.experiments.registry import (
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_hidden
-from ctxlens.probes.perturb import Shuffle
 from ctxlens.probes.windows import cut_windows
 
 Condition = typing.Literal["base", "shuffled", "long"]
@@ -62,7 +65,7 @@ class Config(sx.SuffixOptions):
     long_length: PositiveInt = option(2048, "sequence length of the long condition, in tokens (e.g. beyond the "
                                             "training length)")
     conditions: Annotated[list[Condition], NonEmpty] = option(
-        factory=lambda: list(CONDITIONS), help="base (text windows), shuffled (the whole prefix shuffled), "
+        factory=lambda: list(CONDITIONS), help="base (text windows), shuffled (the whole text prefix shuffled), "
                                                "long (windows of long_length)")
     frequency_source: str = option("builtin:train", "text source whose token frequencies rank the vocabulary "
                                                     "(the zoo's training text is builtin:train)")
@@ -121,12 +124,13 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, [config.length] + [config.long_length] * ("long" in config.conditions), cache)
     windows = cut.at(length)  # [n, length]
     if condition == "shuffled":
-        windows = Shuffle(0, length - config.suffix_len).apply(windows, list(range(windows.shape[0])), config.seed)
+        shuffle = sx.prefix_shuffle(length - config.suffix_len, 1.0, bos=cut.bos)
+        windows = shuffle.apply(windows, list(range(windows.shape[0])), config.seed)
     nll, geometry = mean_neg_logprob(lm, windows, config.suffix_len, config.batch_size)  # [vocab]
     counts = token_counts(lm, config, cache)  # [vocab]
     order = torch.argsort(-counts, stable=True)  # [vocab] token ids, rank 1 (most frequent) first; ties by id
     unigram = -torch.log((counts + 1) / (counts.sum() + lm.vocab_size))  # add-one smoothed prior, nats
-    base = {"source": config.source, "cut_length": cut.cut_length,
+    base = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
             "n_sequences": windows.shape[0], "anisotropy": geometry.get("anisotropy"), "flag": geometry["flag"],
             "uniform_nll": math.log(lm.vocab_size)}
@@ -140,7 +144,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 
 
 COLUMNS = declare(
-    CONDITION, LENGTH, SEED, WINDOWS, pick("anisotropy"),
+    CONDITION, LENGTH, SEED, WINDOWS, BOS, pick("anisotropy"),
     Column("uniform_nll", float, "nats", "-log p of a uniform distribution over the vocabulary (reference curve)"),
     Column("rank_low", int, "rank", "first frequency rank of the bin (1 = most frequent entry)"),
     Column("rank_high", int, "rank", "last frequency rank of the bin"),

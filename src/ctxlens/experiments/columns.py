@@ -51,10 +51,13 @@ WINDOWS = (
 
 # -------------------------------------------------------------------- representation geometry (ACCS)
 ACCS = (
+    BOS,
     Column("positions", int, "tokens", "suffix positions whose states are compared"),
-    Column("boundary", float, "fraction", "relative right end of the perturbed prefix range (0: nothing)"),
-    Column("perturb_start", int, "tokens", "first perturbed prefix position"),
-    Column("perturb_end", int, "tokens", "end (exclusive) of the perturbed prefix range"),
+    Column("boundary", float, "fraction", "relative right end of the perturbed range, as a fraction of the text "
+                                          "prefix (the positions after the BOS, if any; 0: nothing)"),
+    Column("perturb_start", int, "tokens", "first perturbed position of the window (1 after a BOS, which is never "
+                                           "perturbed)"),
+    Column("perturb_end", int, "tokens", "end (exclusive) of the perturbed range, a position of the window"),
     Column("window", int, "tokens", "shuffle window of the perturbation (0: the whole range as one)"),
     Column("stream", str, "", "which hidden states: 'residual' (the residual stream) or another capture"),
     LAYER,

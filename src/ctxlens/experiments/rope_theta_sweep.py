@@ -20,6 +20,11 @@ On a model with a RoPE per layer type (Gemma 3: sliding layers base 1e4, global 
 changes the global layers' base unless ``rope_layers`` says otherwise (sliding, all); rows
 carry ``rope_layer_types`` (the types swept, "all" on a one-RoPE model) and ``own_theta`` (their
 own base).
+
+A model whose tokenizer adds a BOS reads it first in the suffix-perplexity and ACCS windows (``bos``,
+unset: auto); the ACCS boundary is a fraction of the text prefix after it, never moving the BOS
+(``probes.suffix.prefix_shuffle``), and those rows record ``bos``. The needle probe builds its own
+prompts (``ctxlens.probes.passkey``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Annotated
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
 from ctxlens.experiments.base import Defaults, Experiment, Work
 from ctxlens.experiments.registry import (
+    BOS,
     DEMO_GEOMETRY,
     EXTRAPOLATE,
     LENGTH,
@@ -60,7 +66,8 @@ class Config(sx.GeometryOptions):
     ppl_lengths: list[PositiveInt] = option(factory=lambda: [512, 2048],
                                             help="sequence lengths of the suffix perplexity, in tokens")
     accs_lengths: list[PositiveInt] = option(factory=lambda: [2048], help="sequence lengths of the ACCS, in tokens")
-    boundary: Fraction = option(0.5, "ACCS: prefix tokens [0, boundary x prefix length) are shuffled")
+    boundary: Fraction = option(0.5, "ACCS: the first boundary x (text prefix length) tokens after the BOS, if "
+                                      "any, are shuffled")
     layers: Layers = option(factory=lambda: [-1], help="ACCS layers, negative from the end (the paper: "
                                                                  "the last); unset (null): every layer")
     needle_lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
@@ -110,7 +117,7 @@ def _needle(lm, config: Config, length: int, cache: dict) -> dict:
 def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
-    return {"length": length, "source": config.source, "cut_length": cut.cut_length,
+    return {"length": length, "source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
             "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
             "n_sequences": windows.shape[0],
             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
@@ -120,12 +127,12 @@ def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
     prefix_len = length - config.suffix_len
-    shuffle = sx.prefix_shuffle(prefix_len, config.boundary)
+    shuffle = sx.prefix_shuffle(prefix_len, config.boundary, bos=cut.bos)
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
     results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
                               batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"length": length, "source": config.source, "cut_length": cut.cut_length,
+    coords = {"length": length, "source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
               "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
     return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
@@ -150,7 +157,7 @@ def work(config: Config, unit: dict) -> list[Work]:
 
 
 COLUMNS = declare(
-    SEED, LENGTH, WINDOWS, NLL, N,
+    SEED, LENGTH, WINDOWS, BOS, NLL, N,
     pick("positions", "boundary", "perturb_start", "perturb_end", "window", "stream", "layer", "self_sim",
          "anisotropy", "accs", "mean_dot"),
     Column("theta", float, "", "the RoPE base theta the unit runs with"),

@@ -8,6 +8,17 @@ perturbed prefix. The suffix tokens are the same in every condition of a run: wi
 once at the longest length the run asks for (``suffix_windows``, ``cut_length`` in the rows;
 ``ctxlens.probes.windows``) and cropped on the left for shorter ones, so every length and every
 perturbation scores the same suffix tokens. Suffix losses are in ``ctxlens.probes.perplexity``.
+
+BOS (``SuffixOptions.bos``; unset: auto, a BOS first where the tokenizer adds one to text, never
+before random ids; ``ctxlens.probes.windows``): with a BOS, a window of ``length`` positions is the
+BOS then ``length - 1`` text tokens, and the BOS is not part of the prefix the paper perturbs. The
+convention, for every perturbation here (``prefix_shuffle``): ``prefix_len`` stays the number of
+positions before the suffix (the BOS included), the *text prefix* is positions [t0, prefix_len)
+with t0 = 1 after a BOS and 0 without (``text_start``), and a boundary b shuffles positions
+[t0, t0 + round(b x (prefix_len - t0))): b = 1 the whole text prefix, b = 0.5 its distant half,
+the BOS never moved. Rows give the perturbed range as absolute positions of the window
+(``perturb_start`` = t0, ``perturb_end``) and ``bos``. Without a BOS this is the range [0, round(b x
+prefix_len)) as before.
 """
 
 from __future__ import annotations
@@ -44,6 +55,8 @@ class SuffixOptions:
     suffix_positions: NonNegativeInt = option(0, "m: measured suffix positions per sequence, evenly spread; 0: all N")
     batch_size: PositiveInt = option(4, "sequences per forward")
     seed: int = option(0, "seed of the random source's windows and of every perturbation")
+    bos: bool | None = option(None, "BOS first in every window (never perturbed); unset (auto): when the "
+                                    "tokenizer adds one to text, never before random ids")
 
     def validate(self) -> None:
         if self.suffix_positions > self.suffix_len:
@@ -78,9 +91,10 @@ class GeometryOptions(SuffixOptions):
 
 def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: dict) -> Windows:
     """The run's ``n_sequences`` windows of ``options.source``, cut once at max(lengths) so that
-    suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length]."""
+    suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length], the
+    BOS first where ``options.bos`` asks for one (``.bos``: the rows' ``bos`` column)."""
     return source_windows(lm, options.source, lengths, options.n_sequences, options.seed, cache,
-                          text_field=options.text_field, bos=getattr(options, "bos", False))
+                          text_field=options.text_field, bos=options.bos)
 
 
 def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
@@ -188,7 +202,8 @@ def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, laye
                  covariance: bool = False) -> dict[tuple[int, str, int], dict]:
     """ACCS of suffix representations for each perturbation in ``shuffles``.
 
-    windows [n, L]: original sequences (row i is sample i: its perturbation seed). For each batch,
+    windows [n, L]: original sequences (row i is sample i: its perturbation seed); with a BOS first,
+    the caller's shuffles start at position 1 (``prefix_shuffle``). For each batch,
     the original is run once and each perturbation once; only one batch of states is alive.
     Returns {(shuffle index, stream, layer): geometry dict with "flag" and "per_window"
     (``PerWindow.result``, absent when the pooled result is flagged)}.
@@ -232,9 +247,19 @@ def metric_columns(result: dict, names: Sequence[str], covariance: bool) -> dict
 # --------------------------------------------------------------------------------------
 
 
-def prefix_shuffle(prefix_len: int, boundary: float, window: int = 0) -> Shuffle:
-    """Shuffle of the prefix from its start up to ``boundary`` x prefix_len (rounded)."""
-    return Shuffle(0, int(math.floor(boundary * prefix_len + 0.5)), window)
+def text_start(bos: bool) -> int:
+    """t0: the position of a window's first text token, 1 after a BOS and 0 without one."""
+    return 1 if bos else 0
+
+
+def prefix_shuffle(prefix_len: int, boundary: float, window: int = 0, *, bos: bool = False) -> Shuffle:
+    """Shuffle of the text prefix from its first token up to ``boundary`` x its length (rounded half
+    up): positions [t0, t0 + round(b x (prefix_len - t0))) with t0 = ``text_start(bos)``, where
+    ``prefix_len`` counts the positions before the suffix (the BOS included). ``window``: local
+    shuffling (``Shuffle``), at most the text prefix."""
+    start = text_start(bos)
+    text = prefix_len - start
+    return Shuffle(start, start + int(math.floor(boundary * text + 0.5)), min(window, text))
 
 
 def geometry_row(coords: dict, shuffle: Shuffle | None, stream: str, layer: int, result: dict,
