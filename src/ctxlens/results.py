@@ -167,14 +167,20 @@ def profile_costs(runs: list[Run]) -> dict[str, dict[str, dict[str, float]]]:
         for part in parts if isinstance(parts, list) else ():
             if not isinstance(part, dict) or part.get("status") not in ("done", "failed"):
                 continue
-            seconds, tokens = part.get("spent_s"), part.get("tokens")
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf")
-                       for v in (seconds, tokens)):
+            seconds, tokens = _amount(part.get("spent_s")), _amount(part.get("tokens"))
+            if seconds is None or tokens is None:
                 continue
             cost = out.setdefault(state_spec, {}).setdefault(str(part.get("experiment")), {"seconds": 0.0, "tokens": 0})
             cost["seconds"] += float(seconds)
             cost["tokens"] += int(tokens)
     return out
+
+
+def _amount(value: object) -> int | float | None:
+    """``value`` when it is a finite non-negative number (a bool is not one), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if 0 <= value < float("inf") else None
 
 
 def _profile_states(runs: list[Run]):

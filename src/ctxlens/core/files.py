@@ -131,8 +131,9 @@ def atomic_write(path: Path, data: str | bytes) -> None:
         os.replace(tmp, path)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError) and user_error(err, path, "write") is not None:
-            raise user_error(err, path, "write") from None
+        problem = user_error(err, path, "write") if isinstance(err, OSError) else None
+        if problem is not None:
+            raise problem from None
         raise
 
 

@@ -38,7 +38,7 @@ class _NoAliasLoader(yaml.SafeLoader):
             self._depth = depth
 
 
-def _too_big(text: str, where: str, limit: int) -> None:
+def _too_big(text: str | bytes, where: str, limit: int) -> None:
     if len(text) > limit:
         raise CtxlensError(f"{where} is {len(text):,} characters long, more than the {limit:,} ctxlens reads; "
                            "fix it or remove it.")

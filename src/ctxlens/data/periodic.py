@@ -44,7 +44,7 @@ def periodic_sequence(
     stride: int = 56,
     seed: int = 0,
     low: int = 0,
-) -> torch.LongTensor:
+) -> torch.Tensor:  # int64
     """One periodic sequence of token ids, shape [length] (paper 000, Section 5.3).
 
     The ``period_len``-token pattern sits at every position in ``pattern_starts(...)``; the
@@ -75,7 +75,7 @@ def periodic_batch(
     stride: int = 56,
     seed: int = 0,
     low: int = 0,
-) -> torch.LongTensor:
+) -> torch.Tensor:  # int64
     """``n`` independent periodic sequences, shape [n, length].
 
     Row i is ``periodic_sequence(length, ..., seed=sample_seed(seed, i))``: each row has its own

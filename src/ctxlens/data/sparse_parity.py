@@ -154,6 +154,7 @@ class SparseParity:
         label = bits.gather(1, pair[:, :1]).squeeze(1) ^ bits.gather(1, pair[:, 1:]).squeeze(1)
         if ctl is None:
             masked = torch.rand(n, generator=g) < self.mask_fraction
+            assert self.min_ctl is not None  # __post_init__ fills it
             drawn = torch.randint(self.min_ctl, L + 1, (n,), generator=g)
             ctls = torch.where(masked, drawn, torch.full_like(drawn, L))
         else:

@@ -10,7 +10,7 @@ in memory are refused before any work.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -28,7 +28,7 @@ def token_windows(
     *,
     seed: int = 0,
     vocab_size: int | None = None,
-) -> torch.LongTensor:
+) -> torch.Tensor:  # int64
     """``n`` windows of exactly ``length`` token ids: a LongTensor of shape [n, length].
 
     Text sources: the documents are tokenized in order (no special tokens) and joined with
@@ -57,7 +57,7 @@ def token_windows(
     return ids[: n * length].view(n, length).clone()  # [n, length], not sharing the tail
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     """True for a whole number >= 1 (bools excluded)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
@@ -71,7 +71,7 @@ def _check_count(name: str, value: Any) -> None:
 
 def _random_windows(
     source: RandomSource, length: int, n: int, *, seed: int, vocab_size: int | None
-) -> torch.LongTensor:
+) -> torch.Tensor:  # int64
     if not _is_count(vocab_size):
         raise CtxlensError(
             f"The random source needs the model's vocabulary size, got vocab_size="
@@ -98,7 +98,7 @@ def _check_machine(n: int, length: int) -> None:
         )
 
 
-def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
+def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.Tensor:  # int64
     """The eos-joined token ids of the first documents, stopping once ``needed`` exist.
 
     Returns a flat LongTensor of shape [total], total >= needed unless the source ran out.
@@ -117,7 +117,7 @@ def _token_stream(source: TextSource, tokenizer: Any, *, needed: int) -> torch.L
         source.byte_budget = None
 
 
-def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> torch.LongTensor:
+def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> torch.Tensor:  # int64
     eos = getattr(tokenizer, "eos_token_id", None)
     chunks: list[torch.Tensor] = []
     total = 0

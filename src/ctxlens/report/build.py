@@ -263,7 +263,7 @@ def page(report: Report, images: dict[str, bytes], title: str) -> str:
     toc += [("warnings", f"Warnings ({len(report.warnings)})")]
     toc += [(h.anchor(s.experiment), s.experiment) for s in report.sections]
     toc += [("runs", "Runs: configuration and environment")]
-    body = [
+    body: list[h.Raw | str] = [  # str: cost_table's '' when no run has costs
         h.el("header",
              h.el("h1", title),
              h.el("p", f"{len(report.runs)} run(s), {n_rows} rows, generated {when}.", class_="note"),

@@ -13,10 +13,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.typing import RcKeyType
 
 # Okabe & Ito's colour-blind safe palette, then the tab10 colours it lacks.
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#f0e442", "#000000",
@@ -24,7 +29,7 @@ PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#f
 LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
-RC = {
+RC: dict[RcKeyType, Any] = {  # rc_context's argument: keys are matplotlib's rcParams names
     "text.parse_math": False,
     "font.size": 8,
     "axes.titlesize": 8.5,
@@ -51,7 +56,7 @@ class Panel:
     name: str  # file stem, unique in a report
     title: str
     fig: Figure | None
-    table: object  # pandas DataFrame of the plotted numbers
+    table: pd.DataFrame | None  # the plotted numbers
     caption: str = ""
     extra_tables: list = field(default_factory=list)  # (title, DataFrame): fits, effective lengths, ...
 

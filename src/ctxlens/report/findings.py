@@ -58,7 +58,7 @@ def check(findings, where: str = "findings") -> list[dict]:
 
 def discover(run_paths: Iterable[Path]) -> list[Path]:
     """``findings.json`` files in the given run directories and their parent folders."""
-    found = []
+    found: list[Path] = []
     for p in run_paths:
         for candidate in (p / FILE, p.parent / FILE):
             if candidate.is_file() and candidate.resolve() not in {f.resolve() for f in found}:

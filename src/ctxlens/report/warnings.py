@@ -53,7 +53,7 @@ def row_warnings(run: Run, metrics_of) -> list[dict]:
     """Flags and missing metric values of a run's rows, grouped; ``metrics_of(experiment)`` gives
     the metric columns of an experiment (None: every column that holds a number somewhere)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    numeric_cols: dict[str, set] = defaultdict(set)
+    numeric_cols: dict[str | None, set[str]] = defaultdict(set)  # experiment (None: a row names none) -> columns
     for row in run.rows:
         for k, v in row.items():
             if isinstance(v, numbers.Real) and not isinstance(v, bool):

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from tqdm.auto import tqdm
 
@@ -49,6 +50,9 @@ from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist, lock, partial, plans, preflight
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 log = logging.getLogger(__name__)
 
@@ -191,22 +195,22 @@ class _Writer:
 
     def open(self, models: Sequence[str]) -> RunStore:
         """The store: the directory created or repaired on the first call, config.yaml listing ``models``."""
-        first = self.store is None
-        if first:
+        store, first = self.store, self.store is None
+        if store is None:
             results_name, units_name = log_names(self.shard.rank if self.shard.sharded else None)
-            self.store = RunStore(self.out, results_name=results_name, units_name=units_name)
-            for note in self.store.repairs:
+            store = self.store = RunStore(self.out, results_name=results_name, units_name=units_name)
+            for note in store.repairs:
                 log.warning("%s", note)
-        self._record(models)
+        self._record(store, models)
         if first and self.shard.rank == 0:
-            self.store.write_env(environment(self.device))
-        return self.store
+            store.write_env(environment(self.device))
+        return store
 
     def ensure(self, models: Sequence[str]) -> RunStore:
         """The store, opened (``open``) if this process has not opened it yet."""
         return self.store if self.store is not None else self.open(models)
 
-    def _record(self, models: Sequence[str]) -> None:
+    def _record(self, store: RunStore, models: Sequence[str]) -> None:
         """Make config.yaml list ``models`` after the ones it lists already; rewritten only on a change."""
         old = read_config(self.out) or {}
         listed = list(dict.fromkeys([*(old.get("models") or []), *models]))
@@ -218,7 +222,7 @@ class _Writer:
                 or resolved != (old.get("resolved") or {}) or infos != (old.get("model_info") or {})):
             config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {}),
                       **({"resolved": resolved} if resolved else {}), **({"model_info": infos} if infos else {})}
-            self.store.write_config(config, compare_keys=COMPARE_KEYS)
+            store.write_config(config, compare_keys=COMPARE_KEYS)
 
 
 def _same_options(out: Path, exp, config) -> None:
@@ -261,7 +265,7 @@ def _same_weights(out: Path, spec: str, lm) -> str:
     return now
 
 
-def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict) -> tuple[object, dict]:
+def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict) -> tuple[LM | str, dict]:
     """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``), checked against the
     experiment's needs and prepared, with what ``_prepare`` changed; the spec itself for experiments
     that build their own."""
@@ -287,8 +291,9 @@ def run(
     loaded: dict | None = None,
     meta: dict | None = None,
     max_hours: float | None = None,
-) -> RunStore:
-    """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store.
+) -> RunResult:
+    """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store (a
+    ``FinishedRun``, read-only, when the directory already held every unit: nothing was opened).
 
     Options the user leaves unset that depend on the model are filled per model
     (``ctxlens.runner.plans``). ``announce`` (default: ``progress``): print each model's plan to
@@ -385,7 +390,7 @@ def _config_info(spec: str, read_options: dict):
 
 
 def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce,
-                loaded, max_hours=None):
+                loaded, max_hours=None) -> RunResult:
     extrapolate = bool(model_options.get("allow_extrapolation"))
     planned = _plan_models(exp, config, options, models, out, shard, load_options, model_options, loaded)
     for position, (spec, mp, mine, todo) in enumerate(planned):
@@ -393,10 +398,11 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
             writer.resolved[spec] = mp.filled
         if not todo:
             continue
-        (lm, columns), cache = _ready(exp, spec, load_options, model_options, loaded), {}
+        lm, columns = _ready(exp, spec, load_options, model_options, loaded)
+        cache: dict = {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
-        info = lm.info if exp.loads_model else mp.info
+        info = mp.info if isinstance(lm, str) else lm.info  # a str: the spec of an experiment that loads none
         if info is not None:
             writer.infos[spec] = info.as_dict()
         if announce or max_hours is not None:
@@ -413,7 +419,7 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
                 with progress_channel.unit(meter, part):
                     rows = [{**unit, **columns, **row} for row in exp.run(lm, mp.config, unit, cache)]
                 check_rows(exp.name, exp.declared, rows)  # the experiment's declared columns (ctxlens.core.columns)
-                store = writer.open(listed_now) if n == 0 else writer.store
+                store = writer.open(listed_now) if n == 0 else writer.ensure(listed_now)  # opened at n == 0
                 if key not in store.done():  # else another writer committed it while this one computed
                     store.commit(key, rows)
                 part.remove()
@@ -493,11 +499,24 @@ def _one_line(err: Exception) -> str:
     return text[:200] or type(err).__name__
 
 
+class RunResult(Protocol):
+    """What ``run`` returns: the ``RunStore`` it wrote through, or a ``FinishedRun``."""
+
+    dir: Path
+    repairs: list[str]
+    results_path: Path
+
+    def rows(self) -> list[dict]: ...
+
+    def done(self) -> set[str]: ...
+
+
 class FinishedRun:
     """What ``run`` returns for a run that had nothing left to do: its rows, read-only."""
 
     def __init__(self, directory: Path, results_name: str):
-        self.dir, self.repairs, self.results_path = directory, [], directory / results_name
+        self.dir, self.results_path = directory, directory / results_name
+        self.repairs: list[str] = []
 
     def rows(self) -> list[dict]:
         return read_rows(self.dir)

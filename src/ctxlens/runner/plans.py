@@ -115,10 +115,10 @@ def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Seq
                      + (f" (not known for {works.count(None)} units)" if None in works else ""))
     else:
         lines.append("  tokens: not stated by this experiment")
-    beyond = info is not None and info.max_positions is not None and any(
-        isinstance(u.get("length"), int) and u["length"] > info.max_positions for u in todo)
+    limit = info.max_positions if info is not None else None
+    beyond = limit is not None and any(isinstance(u.get("length"), int) and u["length"] > limit for u in todo)
     if beyond and extrapolate:
-        lines.append(f"  extrapolating: lengths beyond the model's {info.max_positions} positions are planned "
+        lines.append(f"  extrapolating: lengths beyond the model's {limit} positions are planned "
                      "(--allow-extrapolation)")
     return lines
 

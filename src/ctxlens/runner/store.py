@@ -203,7 +203,7 @@ def _logs(directory: Path) -> list[tuple[Path, Path]]:
     for path in directory.glob("units.rank*.jsonl"):
         if match := re.fullmatch(r"units\.rank(\d+)\.jsonl", path.name):
             found.append(int(match.group(1)))
-    return [tuple(directory / name for name in log_names(r)) for r in ranks + sorted(found)]
+    return [(directory / results, directory / units) for results, units in map(log_names, [*ranks, *sorted(found)])]
 
 
 def read_rows(directory: str | os.PathLike) -> list[dict]:
