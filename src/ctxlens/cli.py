@@ -185,9 +185,10 @@ def _export_numbers(args) -> list[int]:
     return lengths
 
 
-def _experiment_options(extra: list[str]) -> dict:
+def _experiment_options(extra: list[str]) -> dict[str, str]:
     """``--name value`` / ``--flag`` pairs left over by argparse -> {name: value}."""
-    opts, i = {}, 0
+    opts: dict[str, str] = {}
+    i = 0
     while i < len(extra):
         tok = extra[i]
         if not tok.startswith("--") or len(tok) < 3:

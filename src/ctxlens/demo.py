@@ -129,8 +129,10 @@ def run_suite(out: Path, models: dict[str, str], quick: bool, controls: dict[str
     steps = [s for s in steps or suite() if not quick or s.quick is not None]
     for i, step in enumerate(steps, start=1):
         options = step.quick if quick else step.full
+        assert options is not None  # a quick suite keeps only the steps with quick options
         names = _names(step, models)
-        record = {"experiment": step.experiment, "run": step.run_name, "models": [models[n] for n in names]}
+        specs = [models[n] for n in names]
+        record: dict[str, object] = {"experiment": step.experiment, "run": step.run_name, "models": specs}
         head = f"[{i:>2}/{len(steps)}] {step.run_name:<30}"
         if step.models != "own" and not names:
             note = f"needs zoo:{step.models}, which is not trained" if step.models != "zoo" else "no zoo model"
@@ -138,9 +140,9 @@ def run_suite(out: Path, models: dict[str, str], quick: bool, controls: dict[str
             log.append({**record, "skipped": note})
             continue
         started = time.perf_counter()
-        failed = run_models(step.experiment, record["models"], out / step.run_name, options,
-                            step.model_options)
-        control_specs = [controls[n] for n in names if n in step.controls and n in (controls or {})]
+        failed = run_models(step.experiment, specs, out / step.run_name, options, step.model_options)
+        known = controls or {}
+        control_specs = [known[n] for n in names if n in step.controls and n in known]
         if control_specs:
             failed.update(run_models(step.experiment, control_specs, out / "controls" / step.run_name, options,
                                      step.model_options))

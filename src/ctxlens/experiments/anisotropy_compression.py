@@ -112,8 +112,8 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
         m = len(positions)
         for (stream, layer), x in states.items():
             for j, i in enumerate(rows):
-                if bins[i] is not None:
-                    by_bin[(bins[i], stream, layer)].update(x[j * m:(j + 1) * m])
+                if (b := bins[i]) is not None:
+                    by_bin[(b, stream, layer)].update(x[j * m:(j + 1) * m])
         for c, shuffle in enumerate(shuffles):
             ids = shuffle.apply(batch, rows, config.seed)
             got = states if torch.equal(ids, batch) else sx.suffix_states(lm, ids, positions, layers, config.streams)

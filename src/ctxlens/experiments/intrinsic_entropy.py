@@ -122,7 +122,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
 def underpowered(n_samples: int, dim: int | None) -> bool:
     """Fewer samples than ``SAMPLES_PER_FEATURE`` x the feature width: the sample covariance's
     eigenvalues spread too far (see the module docstring)."""
-    return bool(dim) and n_samples < SAMPLES_PER_FEATURE * dim
+    return bool(dim and n_samples < SAMPLES_PER_FEATURE * dim)
 
 
 def _site(lm, config: Config) -> dict:
@@ -144,7 +144,9 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
     windows = with_bos(lm, windows, config)
     lm.check_length(windows.shape[1])
     layer = _site(lm, config)["layer"] if config.layer is not None else None
-    acc, kept, nll, start, dropped = CovarianceAccumulator(), [], [], 0, 0
+    acc, start, dropped = CovarianceAccumulator(), 0, 0
+    kept: list[torch.Tensor] = []  # features [b', d] kept for the KDE
+    losses: list[torch.Tensor] = []  # nats [b'] of the finite samples
     boot: list[tuple] = []  # per batch: features [b, d], nats [b], finite [b] (zeros where not), for the bootstrap
     for final, block in iter_last_states(lm, windows, config.batch_tokens, layer=layer):
         feature = final if block is None else block  # [b, d]
@@ -161,15 +163,15 @@ def _measure(lm, config: Config, length: int, cache: dict) -> dict:
         acc.update(feature)
         if config.kde and sum(len(k) for k in kept) < config.kde_samples:
             kept.append(feature.float().cpu())
-        nll.append(loss[ok])
+        losses.append(loss[ok])
     flag = (f"{dropped} of {start} samples had non-finite features or loss and were left out"
             if dropped else None)
     if start - dropped < 2:
         cache[key] = _unmeasured(config, start, flag or "fewer than 2 samples")
         return cache[key]
-    nll = torch.cat(nll).double()  # [n]
+    nll = torch.cat(losses).double()  # [n]
     spec = eigen_spectrum(acc)
-    entropy = {}
+    entropy: dict[int, tuple[float | None, str | None]] = {}  # n -> (entropy, flag)
     for k in config.entropy_n:
         if k <= spec.rank:
             entropy[k] = (intrinsic_entropy(spec, k), flag)

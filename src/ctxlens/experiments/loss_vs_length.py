@@ -201,9 +201,10 @@ def positions_rows(lm, config: Config) -> list[dict]:
         ces = []
         for n in lengths:
             vals = [got[p] for p in offsets[n]]
-            ok = all(v is not None for v in vals)
-            ce = sum(vals) / len(vals) if ok else None
-            ces.append(ce if ok else math.nan)
+            finite = [v for v in vals if v is not None]
+            ok = len(finite) == len(vals)
+            ce = sum(finite) / len(finite) if ok else None
+            ces.append(ce if ce is not None else math.nan)
             rows.append({"stage": "measure", "length": n, "sample": i, "n_scored": len(vals),
                          "visible_min": offsets[n][0], "bos": uses_bos(lm, config), "ce": ce,
                          "flag": None if ok else "non-finite loss"})

@@ -112,6 +112,7 @@ class Config:
                 setattr(self, key, list(preset.get(key, [])))
 
     def validate(self) -> None:
+        assert self.lengths is not None  # set by __post_init__
         if any(c > self.n_bits for c in self.lengths):
             raise CtxlensError(f"Option 'lengths' must not exceed n_bits={self.n_bits}; drop the longer lengths.")
         self.dataset()  # the dataset's own checks (bit and task counts)
@@ -122,6 +123,7 @@ class Config:
 
 
 def plan(config: Config) -> list[dict]:
+    assert config.sizes is not None and config.lengths is not None and config.seeds is not None  # __post_init__
     return [{"n_train": n, "ctl": c, "seed": s} for n in config.sizes for c in config.lengths for s in config.seeds]
 
 

@@ -154,7 +154,8 @@ def _train(model: ParityMLP, ds: SparseParity, config: Config) -> None:
     cfg = TrainConfig(steps=config.steps, lr=config.lr, warmup=min(100, config.steps // 10 + 1),
                       weight_decay=config.weight_decay, seed=config.seed, device="cpu")
     with _threads(config.threads), torch.enable_grad():
-        train(model, lambda step: ds.sample(config.batch, seed=base + step), cfg, loss_fn=ParityMLP.loss)
+        train(model, lambda step: ds.sample(config.batch, seed=base + step), cfg,
+              loss_fn=lambda _, batch: model.loss(batch))  # train passes ``model`` itself back
 
 
 @contextmanager

@@ -60,7 +60,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{
         "n_tokens": length - 1, "bos": windows.bos,
         "nll": mean,
-        "ppl": math.exp(mean) if finite else None,
+        "ppl": math.exp(mean) if mean is not None else None,
         "nll_last": float(nll[-1]) if finite else None,
         "flag": None if finite else "non-finite loss",
     }]

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -130,6 +130,10 @@ def _listed(value: Any, scalar: type) -> list[Any]:
     return [value] if isinstance(value, scalar) else list(value)
 
 
+@overload
+def intrinsic_entropy(x, n: int) -> float: ...
+@overload
+def intrinsic_entropy(x, n: Sequence[int]) -> list[float]: ...
 def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
     """Sum of log relative eigenvalues over the first ``n`` (Section 2.2.2), for one n or many.
 
@@ -152,6 +156,10 @@ def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
     return out[0] if isinstance(n, Integral) else out
 
 
+@overload
+def intrinsic_dimension(x, threshold: float) -> int: ...
+@overload
+def intrinsic_dimension(x, threshold: Sequence[float]) -> list[int]: ...
 def intrinsic_dimension(x, threshold: float | Sequence[float]) -> int | list[int]:
     """Largest index (1-based) whose relative eigenvalue is >= threshold (Appendix J.2); one
     threshold or many. It is always >= 1, since the largest relative eigenvalue is 1."""

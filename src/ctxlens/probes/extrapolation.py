@@ -105,6 +105,7 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         with lm.self_extend(t.group, t.window):
             yield t
         return
+    assert t.value is not None  # parse_transform gives every RoPE change (theta, linear, dynamic, yarn) a value
     own = lm.rope_snapshot()
     if t.kind == "theta":
         lm.set_rope(theta=t.value, layers=t.layers)

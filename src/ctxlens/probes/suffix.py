@@ -125,7 +125,7 @@ def token_range(lm) -> tuple[int, int]:
 
 
 def suffix_states(lm, ids: torch.Tensor, positions: list[int], layers: list[int],
-                  streams: Sequence[str]) -> dict[tuple[str, int], torch.Tensor]:
+                  streams: Sequence[Stream]) -> dict[tuple[Stream, int], torch.Tensor]:
     """{(stream, layer): [B * m, d]} for ids [B, L]: one forward that keeps only the suffix."""
     cap = lm.capture(ids, residual=layers if "residual" in streams else None,
                      block=layers if "block" in streams else None, positions=positions)
@@ -198,8 +198,8 @@ class PerWindow:
 
 
 def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
-                 streams: Sequence[str], positions: list[int], batch_size: int, seed: int,
-                 covariance: bool = False) -> dict[tuple[int, str, int], dict]:
+                 streams: Sequence[Stream], positions: list[int], batch_size: int, seed: int,
+                 covariance: bool = False) -> dict[tuple[int, Stream, int], dict]:
     """ACCS of suffix representations for each perturbation in ``shuffles``.
 
     windows [n, L]: original sequences (row i is sample i: its perturbation seed); with a BOS first,

@@ -70,7 +70,8 @@ class TaskOptions:
 
     def __post_init__(self) -> None:
         """A RULER argument none of the experiment's tasks takes is an error (all 13: experiments with fixed tasks)."""
-        chosen = getattr(self, "tasks", None) or ([self.task] if isinstance(getattr(self, "task", None), str) else [])
+        task = getattr(self, "task", None)
+        chosen = getattr(self, "tasks", None) or ([task] if isinstance(task, str) else [])
         check_options(list(chosen) or list(RULER_TASKS), ruler_args(self))
 
 

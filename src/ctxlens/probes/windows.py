@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import torch
 
@@ -40,6 +41,10 @@ def tokenizer_adds_bos(tokenizer) -> bool:
     return len(ids) > 0 and int(ids[0]) == int(bos)
 
 
+@overload
+def bos_id(lm, bos: Literal[True]) -> int: ...
+@overload
+def bos_id(lm, bos: bool | None) -> int | None: ...
 def bos_id(lm, bos: bool | None) -> int | None:
     """The BOS id to put first in ``lm``'s windows, or None: ``bos`` None (auto) follows
     ``tokenizer_adds_bos``; True demands the tokenizer's BOS; False gives None."""

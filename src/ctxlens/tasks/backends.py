@@ -97,19 +97,20 @@ class TransformersBackend:
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start:start + self.batch_size]
                 rows = [list(prompts[i]) for i in chunk]
-                done, cache = self._prefix(rows, min(shared[i] for i in chunk))
-                self.prefill_tokens += len(rows) * (length - done)
+                cached, cache = self._prefix(rows, min(shared[i] for i in chunk))
+                self.prefill_tokens += len(rows) * (length - cached)
                 ids = torch.tensor(rows, dtype=torch.long, device=self.lm.device)  # [B, L]
-                if cache is not None:  # covers ids[:, :done]; run the rest but the last token in blocks
-                    cache = prefill(self.lm, ids[:, done:length - 1], cache)
+                if cache is not None:  # covers ids[:, :cached]; run the rest but the last token in blocks
+                    cache = prefill(self.lm, ids[:, cached:length - 1], cache)
                 kwargs = {"cache": cache} if cache is not None else {}
                 with torch.inference_mode():
                     gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                                                  generation_config=config, **kwargs)  # [B, L + new]
                 for i, row in zip(chunk, gen[:, length:].tolist()):
                     out[i] = self._decode(row)
-                for i in chunk if on_done is not None else ():
-                    on_done(i, out[i])
+                if on_done is not None:
+                    for i in chunk:
+                        on_done(i, out[i])
         return out
 
     def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:

@@ -89,7 +89,9 @@ def build(setup: Setup, index: int) -> Sample:
         drafts[k] = drafts.get(k) or make(k)
         return count(setup, drafts[k], ANSWER_PREFIX)
 
-    n, _ = refine(exact, setup.target, guess[0] if guess else lo, lo, len(big), enc.mode)
+    fit = refine(exact, setup.target, guess[0] if guess else lo, lo, len(big), enc.mode)
+    assert fit is not None  # exact(lo) is count(make(lo)), which fits (checked above)
+    n, _ = fit
     answer = chosen(n)[:n_cw]
     meta = {"distinct_words": n, "repetitions": list(reps), "example_words": len(ex_words)}
     return finish(setup, index, drafts[n], ANSWER_PREFIX, answer, meta)

@@ -84,7 +84,9 @@ def build(setup: Setup, index: int) -> Sample:
         drafts[k] = drafts.get(k) or make(k)
         return count(setup, drafts[k], ANSWER_PREFIX)
 
-    n, _ = refine(exact, setup.target, guess[0] if guess else 0, 0, hi, setup.encoder.mode)
+    fit = refine(exact, setup.target, guess[0] if guess else 0, 0, hi, setup.encoder.mode)
+    assert fit is not None  # exact(0) is count(make(0)), which fits (checked above)
+    n, _ = fit
     meta = {"vocab_size": size, "total_words": n, "alpha": alpha, "counts": counts(n, size, alpha)[:5]}
     return finish(setup, index, drafts[n], ANSWER_PREFIX, vocab[1:4], meta)
 

@@ -55,7 +55,8 @@ def sentences(text: str) -> list[str]:
 def _cut_long(sentence: str) -> list[str]:
     if len(sentence) <= _MAX_SENTENCE_CHARS:
         return [sentence]
-    parts, cur = [], []
+    parts: list[str] = []
+    cur: list[str] = []
     size = 0
     for word in sentence.split(" "):
         if cur and size + len(word) + 1 > _MAX_SENTENCE_CHARS:

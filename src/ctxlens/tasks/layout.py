@@ -24,6 +24,7 @@ def shared_stream(setup: Setup, kind: str) -> Stream:
     """The batch's ``noise`` or ``essay`` haystack stream, built once and shared by its samples."""
     from ctxlens.tasks import haystack as hay
 
+    key: str | tuple[str, str]  # the key in ``setup.shared``
     if kind == "noise":
         key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder)
     else:
@@ -52,12 +53,12 @@ def shuffled_positions(n: int, inserts: list[Insert]) -> dict[int, int]:
     ``shuffled=(seed, j)``), then the distractors, and shuffles the whole list with
     ``random.Random(seed).shuffle``: the same permutation for every sample of a length, so item j
     lands at the position p with ``perm[p] == j``."""
-    chosen = [i for i, ins in enumerate(inserts) if ins.shuffled is not None]
+    chosen = {i: ins.shuffled for i, ins in enumerate(inserts) if ins.shuffled is not None}  # i -> (seed, j)
     if not chosen:
         return {}
     perm = list(range(n + len(chosen)))
-    random.Random(inserts[chosen[0]].shuffled[0]).shuffle(perm)
-    return {i: perm.index(inserts[i].shuffled[1]) for i in chosen}
+    random.Random(next(iter(chosen.values()))[0]).shuffle(perm)
+    return {i: perm.index(j) for i, (_, j) in chosen.items()}
 
 
 def slots(bounds: list[int], inserts: list[Insert]) -> list[int]:
@@ -95,8 +96,8 @@ def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str]
     items = list(pick.units)
     bounds = list(itertools.accumulate(pick.costs, initial=0))
     within = shuffled_positions(len(items), inserts)  # inserts sharing a boundary keep their shuffled order
-    order = sorted((slot, within.get(i, 0), i) for i, slot in enumerate(slots(bounds, inserts)))
-    order = [(slot, i) for slot, _, i in order]
+    ranked = sorted((slot, within.get(i, 0), i) for i, slot in enumerate(slots(bounds, inserts)))
+    order = [(slot, i) for slot, _, i in ranked]
     merged: list[str] = []
     where: dict[int, int] = {}
     s = 0
@@ -107,7 +108,7 @@ def stream_draft(stream: Stream, pick: Pick, before: list[str], after: list[str]
             s += 1
         if j < len(items):
             merged.append(items[j])
-    parts = [(m,) for m in merged] if wrap is None else wrap(merged)
+    parts: list[tuple[str, ...]] = [(m,) for m in merged] if wrap is None else wrap(merged)
     context, firsts = join_parts(parts, stream.sep, pick.pad, pick.pad_char)
     a = len(before)
     marks = [Mark(a + firsts[where[i]], ins.kind, ins.depth, ins.answer, len(parts[where[i]]))

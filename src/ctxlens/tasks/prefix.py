@@ -52,7 +52,8 @@ class PrefixStore:
     def best(self, ids: Sequence[int]) -> tuple[int, object, int]:
         """(n, cache, its length): the stored cache usable for the longest prefix ``ids[:n]`` of
         ``ids`` (cut to n tokens when it covers more); (0, None, 0) when none is."""
-        found, pick = (0, None, 0), -1
+        found: tuple[int, object, int] = (0, None, 0)
+        pick = -1
         for j, (key, cache, cut_ok, _) in enumerate(self.entries):
             n = common_length(key, ids)
             if n > found[0] and (n == len(key) or cut_ok):

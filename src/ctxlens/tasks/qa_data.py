@@ -128,7 +128,8 @@ _BUILDINGS = ("tower", "chapel", "granary", "lighthouse", "mill", "library")
 
 class _Names:
     def __init__(self, rng: random.Random):
-        self.rng, self.used = rng, set()
+        self.rng = rng
+        self.used: set[str] = set()  # names given so far
 
     def __call__(self, syllables: int = 3) -> str:
         """A name never given before (one syllable longer after repeated collisions)."""
@@ -173,7 +174,9 @@ def builtin_squad(n_articles: int = 400) -> QASource:
     """SQuAD-shaped built-in data: paragraphs about made-up towns, one-paragraph questions."""
     rng = random.Random("ctxlens.tasks.qa:squad")
     names = _Names(rng)
-    docs, qas, articles = [], [], []
+    docs: list[str] = []
+    qas: list[QA] = []
+    articles: list[tuple[list[int], list[tuple[str, list[tuple[str, str]]]]]] = []  # (doc ids, _town's paragraphs)
     for _ in range(n_articles):
         _, paragraphs = _town(rng, names)
         ids = list(range(len(docs), len(docs) + len(paragraphs)))

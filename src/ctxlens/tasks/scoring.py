@@ -102,7 +102,8 @@ def length_means(rows: Iterable[dict], by: Sequence[str] = ("model",)) -> list[d
     for group in sorted(task_sets, key=repr):
         tasks = sorted(task_sets[group])
         for length in sorted(lengths[group]):
-            means = {t: per_task[(*group, length, t)] for t in tasks if (*group, length, t) in per_task}
+            keys = {t: (*group, length, t) for t in tasks}  # per_task's keys
+            means = {t: per_task[key] for t, key in keys.items() if key in per_task}
             missing = [t for t in tasks if t not in means]
             scored = sum(means.values()) / len(means) if means else None
             out.append({**dict(zip(by, group)), "length": length, "score": None if missing else scored,

@@ -16,6 +16,7 @@ immutable sandbox with the globals transformers gives it; nothing from a config 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 FILES = ("tokenizer.json", "tokenizer_config.json")
 # tokenizer_config.json keys that do not change text -> ids (anything else: transformers decides)
@@ -106,8 +107,9 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
         return None
     if not isinstance(config, dict) or any(k not in INERT and k not in SPECIAL_KEYS for k in config):
         return None
-    specials = {k: _content(config[k]) for k in SPECIAL_KEYS if config.get(k) is not None}
-    if any(v is None for v in specials.values()):
+    contents = {k: _content(config[k]) for k in SPECIAL_KEYS if config.get(k) is not None}
+    specials = {k: v for k, v in contents.items() if v is not None}
+    if len(specials) < len(contents):
         return None
     template = _chat_template(folder, config.get("chat_template"))
     jinja = folder / "chat_template.jinja"
@@ -164,7 +166,7 @@ def _content(token) -> str | None:
     return None
 
 
-def _chat_template(folder: Path, in_config) -> str | None | bool:
+def _chat_template(folder: Path, in_config) -> str | Literal[False] | None:
     """The default chat template (a ``chat_template.jinja`` file first, as transformers reads it),
     None when there is none, False when it cannot be told which one transformers would use."""
     jinja = folder / "chat_template.jinja"

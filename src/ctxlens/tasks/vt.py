@@ -93,7 +93,9 @@ def _example(setup: Setup, rng, n_chains: int, n_hops: int, essay: bool) -> list
 
     share = max(cost(0), min(ICL_TOKENS, setup.length // 8))
     stream.extend_to(share)
-    units, _ = fit_knob(cost, share, 0, 0, len(stream.units) - 1)
+    fit = fit_knob(cost, share, 0, 0, len(stream.units) - 1)
+    assert fit is not None  # share >= cost(0)
+    units, _ = fit
     return make(units)
 
 
