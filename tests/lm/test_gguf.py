@@ -96,6 +96,24 @@ def test_gguf_file_loads_like_transformers_reads_it(tiny, ids):
     assert chat == "[user]hi"
 
 
+def test_a_conversion_parses_the_file_once_and_leaves_the_reader_as_it_was(tiny, ids, monkeypatch):
+    import gguf
+
+    parses, original = [], gguf.GGUFReader
+
+    def counted(path, mode="r"):
+        parses.append(str(path))
+        return original(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counted)
+    lm = ctxlens.load(str(tiny))  # transformers asks three times: config, model, tokenizer
+    assert parses == [str(tiny)] and gguf.GGUFReader is counted
+    with torch.no_grad():
+        torch.testing.assert_close(lm.model(ids).logits, _transformers_reads(tiny)(ids).logits)
+    assert len(parses) == 3  # outside a conversion transformers parses again for the config and the model
+    assert lm.tokenizer("abc", add_special_tokens=False).input_ids == [63, 39]
+
+
 def test_cache_is_keyed_by_content_and_records_its_source(tiny, ids, tmp_path, monkeypatch):
     sha = hashlib.sha256(tiny.read_bytes()).hexdigest()
     first = ctxlens.load(str(tiny))
