@@ -42,7 +42,8 @@ MODULE_LAYERS = {  # modules that sit in another layer than their package
 }
 NO_TORCH = {"report", "findings", "rows"}
 TORCH = ("torch", "transformers", "accelerate")
-EXPERIMENT_INFRA = {"ctxlens.experiments", "ctxlens.experiments.base", "ctxlens.experiments.registry"}
+EXPERIMENT_INFRA = {"ctxlens.experiments", "ctxlens.experiments.base", "ctxlens.experiments.columns",
+                    "ctxlens.experiments.registry"}
 EXPERIMENTS_IMPORTING_EXPERIMENTS: set[str] = set()  # none: what experiments share lives in ctxlens.probes
 
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -19,60 +19,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import (
-    ACCS,
-    DEMO_GEOMETRY,
-    EXTRAPOLATE,
-    LENGTH,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.core.options import Fraction, Layers, NonEmpty, option
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import ACCS, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 
 
 @dataclass
-class Config(sx.GeometryOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+class Config(sx.LengthOptions):
     boundaries: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [round(0.1 * i, 1) for i in range(1, 11)],
         help="relative right boundaries b: the first b x (text prefix length) tokens after the BOS, if any, are "
              "shuffled (1: the whole text prefix)")
-    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
-                                                                 "unset (null): every layer")
-
-    def validate(self) -> None:
-        super().validate()
-        self.check_lengths(self.lengths)
+    layers: Layers = option(factory=lambda: [-1],
+                            help="layers measured, negative from the end; unset (null): every layer")
 
 
-def plan(config: Config) -> list[dict]:
-    return [{"length": length, "seed": config.seed} for length in config.lengths]
+plan = sx.units  # one unit per length
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
-    prefix_len = length - config.suffix_len
-    shuffles = [sx.prefix_shuffle(prefix_len, b, bos=cut.bos) for b in config.boundaries]
+    shuffles = [sx.prefix_shuffle(length - config.suffix_len, b, bos=cut.bos) for b in config.boundaries]
     layers = lm.layer_indices(config.layers)
-    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
-    results = sx.measure_accs(lm, windows, shuffles, layers=layers, streams=config.streams, positions=positions,
-                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
+    positions, results = sx.measure(lm, config, windows, shuffles, layers)
     rows = []
     for c, (boundary, shuffle) in enumerate(zip(config.boundaries, shuffles)):
-        coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-                  "prefix_len": prefix_len, "suffix_len": config.suffix_len,
-                  "positions": len(positions), "n_sequences": windows.shape[0], "boundary": boundary}
+        coords = sx.window_coords(config, cut, length, positions=len(positions), n_sequences=windows.shape[0],
+                                  boundary=boundary)
         for stream in config.streams:
             for layer in layers:
                 got = results[(c, stream, layer)]

@@ -21,54 +21,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxlens.core.options import Fraction, Layers, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import (
-    ACCS,
-    DEMO_GEOMETRY,
-    LENGTH,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.core.options import Fraction, Layers, option
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import ACCS, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 
 
 @dataclass
-class Config(sx.GeometryOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+class Config(sx.LengthOptions):
     boundary: Fraction = option(0.5, "relative right boundary b: the first b x (text prefix length) tokens after "
                                       "the BOS, if any, are shuffled")
     layers: Layers = option(None, "layers measured, negative from the end; unset: every layer")
 
-    def validate(self) -> None:
-        super().validate()
-        self.check_lengths(self.lengths)
 
-
-def plan(config: Config) -> list[dict]:
-    return [{"length": length, "seed": config.seed} for length in config.lengths]
+plan = sx.units  # one unit per length
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
-    prefix_len = length - config.suffix_len
-    shuffle = sx.prefix_shuffle(prefix_len, config.boundary, bos=cut.bos)
+    shuffle = sx.prefix_shuffle(length - config.suffix_len, config.boundary, bos=cut.bos)
     layers = lm.layer_indices(config.layers)
-    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
-    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
-                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-              "prefix_len": prefix_len, "suffix_len": config.suffix_len,
-              "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
+    positions, results = sx.measure(lm, config, windows, [shuffle], layers)
+    coords = sx.window_coords(config, cut, length, positions=len(positions), n_sequences=windows.shape[0],
+                              boundary=config.boundary)
     types = {layer: sx.layer_type_of(lm, layer) for layer in layers}
     rows = []
     for stream in config.streams:

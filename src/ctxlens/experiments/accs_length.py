@@ -25,44 +25,29 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
 from ctxlens.data.periodic import periodic_sequence, sample_seed
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    ACCS,
-    COMPRESSION_RATE,
-    DEMO_GEOMETRY,
-    EXTRAPOLATE,
-    LENGTH,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import ACCS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import compression_rate, token_bytes
 from ctxlens.probes.windows import bos_id
 
 
 @dataclass
-class Config(sx.GeometryOptions):
+class Config(sx.LengthOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512, 1024, 2048, 4096],
                                         help="sequence lengths (prefix + suffix), in tokens")
     period_len: PositiveInt = option(200, "L: tokens of the repeated string (the paper: 200)")
     stride: NonNegativeInt = option(56, "k: random tokens between copies of the string (the paper: 56)")
-    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
-                                                                 "unset (null): every layer")
+    layers: Layers = option(factory=lambda: [-1],
+                            help="layers measured, negative from the end; unset (null): every layer")
 
     def validate(self) -> None:
         super().validate()
-        self.check_lengths(self.lengths)
         if self.suffix_len > self.period_len:
             raise CtxlensError(
                 f"suffix_len={self.suffix_len} is longer than period_len={self.period_len}; the suffix is the start "
@@ -70,8 +55,7 @@ class Config(sx.GeometryOptions):
             )
 
 
-def plan(config: Config) -> list[dict]:
-    return [{"length": length, "seed": config.seed} for length in config.lengths]
+plan = sx.units  # one unit per length
 
 
 def periodic_windows(n: int, length: int, suffix_len: int, *, period_len: int, stride: int, seed: int,
@@ -100,9 +84,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     prefix_len = length - config.suffix_len
     shuffle = sx.prefix_shuffle(prefix_len, 1.0, bos=bos is not None)
     layers = lm.layer_indices(config.layers)
-    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
-    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
-                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
+    positions, results = sx.measure(lm, config, windows, [shuffle], layers)
     rate = sum(compression_rate(token_bytes(w[start:prefix_len], None, high)) for w in windows)  # token-level bytes
     coords = {"source": "periodic", "bos": bos is not None, "prefix_len": prefix_len, "suffix_len": config.suffix_len,
               "positions": len(positions), "n_sequences": windows.shape[0], "boundary": 1.0,

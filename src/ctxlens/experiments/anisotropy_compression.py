@@ -25,45 +25,29 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    BOS,
-    COMPRESSION_RATE,
-    DEMO_GEOMETRY,
-    LENGTH,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    pick,
-    register,
-    summary,
-)
+from ctxlens.core.options import Layers, NonNegativeInt, option
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import BOS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare, pick
+from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, register
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import compression_rate, token_bytes
 
 
 @dataclass
-class Config(sx.GeometryOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+class Config(sx.LengthOptions):
     windows: list[NonNegativeInt] = option(
         factory=lambda: [1, 4, 16, 64, 256, 0],
         help="local-shuffle window sizes, in tokens: the prefix is shuffled within each window (1: untouched; "
              "0: the whole prefix as one window)")
     n_bins: NonNegativeInt = option(4, "compression-rate bins of the unperturbed windows (equal counts); 0: none")
-    layers: Layers = option(factory=lambda: [-1], help="layers measured, negative from the end; "
-                                                                 "unset (null): every layer")
+    layers: Layers = option(factory=lambda: [-1],
+                            help="layers measured, negative from the end; unset (null): every layer")
 
     def validate(self) -> None:
         super().validate()
-        self.check_lengths(self.lengths)
         if self.n_bins > self.n_sequences:
             raise CtxlensError(
                 f"Option 'n_bins' must be at most n_sequences={self.n_sequences}, got {self.n_bins}; use fewer bins "
@@ -71,8 +55,7 @@ class Config(sx.GeometryOptions):
             )
 
 
-def plan(config: Config) -> list[dict]:
-    return [{"length": length, "seed": config.seed} for length in config.lengths]
+plan = sx.units  # one unit per length
 
 
 def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
@@ -120,9 +103,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
             for key, x in got.items():
                 by_window[(c,) + key].update(x)
 
-    base = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-            "prefix_len": prefix_len, "suffix_len": config.suffix_len,
-            "positions": len(positions)}
+    base = sx.window_coords(config, cut, length, positions=len(positions))
     out = []
     for c, shuffle in enumerate(shuffles):
         coords = {**base, "perturbation": "local-shuffle", "window": config.windows[c],

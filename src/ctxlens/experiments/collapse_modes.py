@@ -29,26 +29,11 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    BOS,
-    CONDITION,
-    DEMO_GEOMETRY,
-    EXTRAPOLATE,
-    LENGTH,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    pick,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import BOS, CONDITION, LENGTH, SEED, WINDOWS, declare, pick
+from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_hidden
@@ -130,10 +115,8 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     counts = token_counts(lm, config, cache)  # [vocab]
     order = torch.argsort(-counts, stable=True)  # [vocab] token ids, rank 1 (most frequent) first; ties by id
     unigram = -torch.log((counts + 1) / (counts.sum() + lm.vocab_size))  # add-one smoothed prior, nats
-    base = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-            "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
-            "n_sequences": windows.shape[0], "anisotropy": geometry.get("anisotropy"), "flag": geometry["flag"],
-            "uniform_nll": math.log(lm.vocab_size)}
+    base = sx.window_coords(config, cut, length, n_sequences=windows.shape[0], anisotropy=geometry.get("anisotropy"),
+                            flag=geometry["flag"], uniform_nll=math.log(lm.vocab_size))
     rows = []
     for first, last in rank_edges(lm.vocab_size, config.rank_bins):
         ids = order[first - 1:last]

@@ -19,24 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    CORRELATION,
-    DEMO_ROPE,
-    DISTANCE_BINS,
-    EXTRAPOLATE,
-    KIND,
-    ROPE_LAYER,
-    ROPE_UNIT,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, curve_rows
 from ctxlens.probes.positional_heads import distance_sums

@@ -34,24 +34,11 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
-from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import (
-    CONDITION,
-    DEMO_ROPE,
-    EXTRAPOLATE,
-    FLAG,
-    FRACTION,
-    ROPE_UNIT,
-    Column,
-    DemoStep,
-    N,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N, declare
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import as_mask, n_selected, random_heads

@@ -46,9 +46,11 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
-from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import FITS, Column, DemoStep, Smoke, T, declare, pick, register, summary
+from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import FITS, declare, pick
+from ctxlens.experiments.registry import T, register
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
     NORMS,

@@ -47,10 +47,12 @@ from dataclasses import dataclass
 import torch
 
 from ctxlens.core import progress
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import Column, DemoStep, Smoke, T, declare, pick, register, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import declare, pick
+from ctxlens.experiments.registry import T, register
 from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos

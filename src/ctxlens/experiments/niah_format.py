@@ -11,9 +11,11 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import Percent, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, Column, DemoStep, Smoke, T, declare, register, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import TASK_ROWS, declare
+from ctxlens.experiments.registry import DEMO_TASK, T, register
 from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 

@@ -54,6 +54,7 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import (
     Finite,
@@ -65,8 +66,9 @@ from ctxlens.core.options import (
     option,
 )
 from ctxlens.data.sparse_parity import SparseParity
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import FLAG, SEED, Column, DemoStep, Smoke, declare, register, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import FLAG, SEED, declare
+from ctxlens.experiments.registry import register
 from ctxlens.zoo.trainer import TrainConfig, train
 
 MODELS = ("parity-mlp", "parity-transformer")

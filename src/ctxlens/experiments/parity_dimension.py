@@ -43,11 +43,13 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, between, option
 from ctxlens.data.sparse_parity import SparseParity
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import FITS, Column, DemoStep, Smoke, declare, pick, register, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import FITS, declare, pick
+from ctxlens.experiments.registry import register
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
 from ctxlens.zoo.parity_mlp import ParityMLP

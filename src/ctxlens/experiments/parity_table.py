@@ -27,11 +27,13 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import option
 from ctxlens.data.sparse_parity import SparseParity
-from ctxlens.experiments.base import Experiment, positive
-from ctxlens.experiments.registry import SEED, Column, DemoStep, N, Smoke, declare, register, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, positive, summary
+from ctxlens.experiments.columns import SEED, N, declare
+from ctxlens.experiments.registry import register
 from ctxlens.zoo.parity_train import TABLE1_CTLS, ParitySpec, train_parity
 
 MODEL = "parity-transformer"  # the one model spec: built and trained by the experiment

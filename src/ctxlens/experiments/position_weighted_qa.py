@@ -13,22 +13,13 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass
 
-from ctxlens.core.options import NonNegativeFloat, PositiveFraction, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import (
-    DEMO_TASK,
-    FRACTION,
-    TASK_ROWS,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
-from ctxlens.probes.tasks import TaskOptions, flagged, planned, rows_for, samples
-from ctxlens.tasks.base import TooShort
+from ctxlens.core.columns import Column
+from ctxlens.core.options import NonNegativeFloat, PositiveInt, option
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
+from ctxlens.experiments.registry import DEMO_TASK, T, register
+from ctxlens.probes.tasks import TaskOptions, planned
+from ctxlens.probes.visible_tasks import Fractions, fractions_option, visible_rows
 
 
 @dataclass
@@ -37,9 +28,7 @@ class Config(TaskOptions):
     gammas: list[NonNegativeFloat] = option(
         factory=lambda: [0.0, 0.5, 1.0, 2.0, 4.0],
         help="gamma of P(x) ∝ (1 - x/L)^gamma, x the golden paragraph's distance to the end (0: uniform)")
-    fractions: list[PositiveFraction] = option(
-        factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-        help="visible fractions: the model sees the last fraction x (max_length - budget) tokens (ctl)")
+    fractions: Fractions = fractions_option()
     task: typing.Literal["qa_1", "qa_2"] = option("qa_1", "the document-QA task: qa_1 (SQuAD) or qa_2 (HotpotQA)")
 
 
@@ -49,13 +38,7 @@ def plan(config: Config) -> list[dict]:
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    try:
-        batch = samples(lm, config, unit["task"], unit["length"], cache, {"gamma": float(unit["gamma"])})
-    except TooShort as err:
-        return flagged(err)
-    # the same visible count for every sample, so that the truncated prompts batch together
-    visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))
-    return rows_for(lm, config, cache, batch, visible)
+    return visible_rows(lm, config, unit, cache, {"gamma": float(unit["gamma"])})
 
 
 def work(config: Config, unit: dict) -> list[Work]:

@@ -32,25 +32,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.core.stats import one_sample_t
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import (
-    CONDITION,
-    DEMO_ROPE,
-    FRACTION,
-    KIND,
-    ROPE_LAYER,
-    ROPE_UNIT,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    pick,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import CONDITION, FRACTION, KIND, ROPE_LAYER, ROPE_UNIT, declare, pick
+from ctxlens.experiments.registry import DEMO_ROPE, T, register
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import n_selected
 from ctxlens.probes.positional_heads import REAL, ROPE_ZEROED, detection

@@ -24,25 +24,12 @@ from typing import Annotated
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    CORRELATION,
-    DEMO_ROPE,
-    DISTANCE_BINS,
-    EXTRAPOLATE,
-    KIND,
-    ROPE_LAYER,
-    ROPE_UNIT,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
+from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.lm.selfextend import zero_pairs_edit
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows

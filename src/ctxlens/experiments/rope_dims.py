@@ -15,20 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    DEMO_ROPE,
-    ROPE_LAYER,
-    ROPE_UNIT,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import ROPE_LAYER, ROPE_UNIT, declare
+from ctxlens.experiments.registry import DEMO_ROPE, T, register
 from ctxlens.metrics.rope import top_pair_counts
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length

@@ -33,27 +33,11 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
-from ctxlens.experiments.base import Defaults, Experiment, Work
-from ctxlens.experiments.registry import (
-    BOS,
-    DEMO_GEOMETRY,
-    EXTRAPOLATE,
-    LENGTH,
-    NLL,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    Column,
-    DemoStep,
-    N,
-    Smoke,
-    T,
-    declare,
-    pick,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, N, declare, pick
+from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.passkey import RULER_BUDGET, needle_accuracy, ruler_needle_accuracy
 from ctxlens.probes.perplexity import suffix_perplexity
@@ -117,24 +101,18 @@ def _needle(lm, config: Config, length: int, cache: dict) -> dict:
 def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
-    return {"length": length, "source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-            "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
-            "n_sequences": windows.shape[0],
+    return {"length": length, **sx.window_coords(config, cut, length, n_sequences=windows.shape[0]),
             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
 
 
 def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
-    prefix_len = length - config.suffix_len
-    shuffle = sx.prefix_shuffle(prefix_len, config.boundary, bos=cut.bos)
+    shuffle = sx.prefix_shuffle(length - config.suffix_len, config.boundary, bos=cut.bos)
     layers = lm.layer_indices(config.layers)
-    positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
-    results = sx.measure_accs(lm, windows, [shuffle], layers=layers, streams=config.streams, positions=positions,
-                              batch_size=config.batch_size, seed=config.seed, covariance=config.condition_number)
-    coords = {"length": length, "source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-              "prefix_len": prefix_len, "suffix_len": config.suffix_len,
-              "positions": len(positions), "n_sequences": windows.shape[0], "boundary": config.boundary}
+    positions, results = sx.measure(lm, config, windows, [shuffle], layers)
+    coords = {"length": length, **sx.window_coords(config, cut, length, positions=len(positions),
+                                                   n_sequences=windows.shape[0], boundary=config.boundary)}
     return [sx.geometry_row(coords, shuffle, stream, layer, results[(0, stream, layer)], config.condition_number)
             for stream in config.streams for layer in layers]
 

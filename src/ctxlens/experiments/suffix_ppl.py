@@ -16,25 +16,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    BOS,
-    DEMO_GEOMETRY,
-    EXTRAPOLATE,
-    LENGTH,
-    NLL,
-    SEED,
-    SMOKE_SEQUENCES,
-    WINDOWS,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, declare
+from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_nll
 
@@ -50,8 +36,7 @@ class Config(sx.SuffixOptions):
         self.check_lengths(self.lengths)
 
 
-def plan(config: Config) -> list[dict]:
-    return [{"length": length, "seed": config.seed} for length in config.lengths]
+plan = sx.units  # one unit per length
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
@@ -60,9 +45,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     windows = cut.at(length)  # [n, length]
     per = [float(v) for b0 in range(0, windows.shape[0], config.batch_size)
            for v in suffix_nll(lm, windows[b0:b0 + config.batch_size], config.suffix_len).double().mean(1)]  # [n]
-    coords = {"source": config.source, "cut_length": cut.cut_length, "bos": cut.bos,
-              "prefix_len": length - config.suffix_len, "suffix_len": config.suffix_len,
-              "n_sequences": windows.shape[0]}
+    coords = sx.window_coords(config, cut, length, n_sequences=windows.shape[0])
     rows = [{**coords, **summary_of(per, config.suffix_len)}]
     return rows + [{**coords, "stage": "sequence", "sequence": i, "sequence_nll": v if math.isfinite(v) else None,
                     "flag": None if math.isfinite(v) else "non-finite NLL: the model's logits hold NaN or inf"}

@@ -11,24 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
-from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import (
-    BOS,
-    FLAG,
-    LENGTH,
-    SAMPLE,
-    SEED,
-    SOURCE,
-    Column,
-    DemoStep,
-    Smoke,
-    T,
-    declare,
-    pick,
-    register,
-    summary,
-)
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.columns import BOS, FLAG, LENGTH, SAMPLE, SEED, SOURCE, declare, pick
+from ctxlens.experiments.registry import T, register
 from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import source_windows
 

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxlens.core.options import PositiveFraction, PositiveInt, option
-from ctxlens.experiments.base import Experiment, Work
-from ctxlens.experiments.registry import DEMO_TASK, FRACTION, TASK_ROWS, DemoStep, Smoke, T, declare, register, summary
-from ctxlens.probes.tasks import TaskOptions, flagged, planned, rows_for, samples
+from ctxlens.core.options import PositiveInt, option
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
+from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
+from ctxlens.experiments.registry import DEMO_TASK, T, register
+from ctxlens.probes.tasks import TaskOptions, planned
+from ctxlens.probes.visible_tasks import Fractions, fractions_option, visible_rows
 from ctxlens.tasks import get_task
-from ctxlens.tasks.base import TooShort
 
 
 @dataclass
 class Config(TaskOptions):
     tasks: list[str] = option(factory=lambda: ["qa_1", "fwe", "cwe", "vt"], help="tasks run (Appendix A.3's four)")
     max_length: PositiveInt = option(8192, "M: the length, in tokens, the prompts are built at")
-    fractions: list[PositiveFraction] = option(
-        factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-        help="visible fractions: the model sees the last fraction x (max_length - budget) tokens (ctl)")
+    fractions: Fractions = fractions_option()
 
     def validate(self) -> None:
         for task in self.tasks:
@@ -39,13 +38,7 @@ def plan(config: Config) -> list[dict]:
 
 
 def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
-    try:
-        batch = samples(lm, config, unit["task"], unit["length"], cache)
-    except TooShort as err:
-        return flagged(err)
-    # the same visible count for every sample, so that the truncated prompts batch together
-    visible = max(1, round(unit["fraction"] * (unit["length"] - batch[0].budget)))
-    return rows_for(lm, config, cache, batch, visible)
+    return visible_rows(lm, config, unit, cache)
 
 
 def work(config: Config, unit: dict) -> list[Work]:

@@ -84,6 +84,24 @@ class GeometryOptions(SuffixOptions):
     condition_number: bool = option(False, "also the covariance condition number (Appendix A); O(d^2) memory")
 
 
+@dataclass
+class LengthOptions(GeometryOptions):
+    """Geometry options of the experiments with one unit per length (``units``): accs-layers,
+    accs-boundary, accs-length, anisotropy-compression. Each length leaves a prefix before the
+    suffix; an experiment redeclares ``lengths`` only for another default."""
+
+    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+
+    def validate(self) -> None:
+        super().validate()
+        self.check_lengths(self.lengths)
+
+
+def units(config) -> list[dict]:
+    """The plan of a per-length experiment: one unit per length of ``config.lengths``, at its seed."""
+    return [{"length": length, "seed": config.seed} for length in config.lengths]
+
+
 # --------------------------------------------------------------------------------------
 # Windows and positions
 # --------------------------------------------------------------------------------------
@@ -95,6 +113,13 @@ def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: di
     BOS first where ``options.bos`` asks for one (``.bos``: the rows' ``bos`` column)."""
     return source_windows(lm, options.source, lengths, options.n_sequences, options.seed, cache,
                           text_field=options.text_field, bos=options.bos)
+
+
+def window_coords(options: SuffixOptions, cut: Windows, length: int, **more) -> dict:
+    """A row's window columns at ``length`` (``source``, ``cut_length``, ``bos``, ``prefix_len``,
+    ``suffix_len``), then ``more`` in the order given."""
+    return {"source": options.source, "cut_length": cut.cut_length, "bos": cut.bos,
+            "prefix_len": length - options.suffix_len, "suffix_len": options.suffix_len, **more}
 
 
 def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
@@ -227,6 +252,16 @@ def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, laye
         if got.get("flag") is None and per[key].n:
             got["per_window"] = per[key].result()
     return out
+
+
+def measure(lm, options: GeometryOptions, windows: torch.Tensor, shuffles: Sequence[Shuffle],
+            layers: list[int]) -> tuple[list[int], dict[tuple[int, Stream, int], dict]]:
+    """(the measured suffix positions, ``measure_accs``'s results) for windows [n, L] under the
+    options' streams, suffix positions, batch size, seed and covariance."""
+    positions = suffix_positions(windows.shape[1], options.suffix_len, options.suffix_positions)
+    return positions, measure_accs(lm, windows, shuffles, layers=layers, streams=options.streams,
+                                   positions=positions, batch_size=options.batch_size, seed=options.seed,
+                                   covariance=options.condition_number)
 
 
 ACCS_METRICS = ("n", "self_sim", "anisotropy", "accs", "mean_dot")
