@@ -340,9 +340,11 @@ def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_
 
     again = FakeRun()
     again.now = fake.now
+    same = next(p for p in parts if p["status"] == "done" and p["name"] not in ("positional-heads", absent["name"]))
     redone = profile([llama], 3, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: 1 / 0,
-                     runner=again, redo=("positional-heads", absent["name"]))
-    assert sorted(e for e, _ in again.calls) == sorted({"positional-heads", absent["experiment"]})
+                     runner=again, redo=("positional-heads", absent["name"], same["name"]))
+    assert sorted(e for e, _ in again.calls) == sorted({"positional-heads", absent["experiment"], same["experiment"]})
+    assert dict(again.calls)[same["experiment"]] == same["options"]  # same options, redone (the code may differ)
     assert dict(again.calls)["positional-heads"]["control"] == "rope-zeroed"  # the suite's current design
     kept = where / ".superseded" / "positional-heads-1"
     assert (kept / "rows").read_text() == "the earlier run's rows\n"  # moved, never deleted
@@ -350,14 +352,14 @@ def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_
     now = {p["name"]: p for p in state["parts"]}
     assert now["positional-heads"]["redo"] == 1 and now["positional-heads"]["status"] == "done"
     assert now[absent["name"]]["status"] == "done" and absent["name"] not in state["left_out"]
-    assert sum("redone with the suite's current design" in a for a in state["adjustments"]) == 2
+    assert sum("redone with the suite's current design" in a for a in state["adjustments"]) == 3
     assert ".superseded" not in {d.parent.name for d in redone.dirs}
     assert all(".superseded" not in str(r.path) for r in read_runs([tmp_path / "p"]))
 
     third = FakeRun()
     profile([llama], 3, tmp_path / "p", progress=False, clock=third.clock, probe=lambda lm: 1 / 0, runner=third,
-            redo=("positional-heads",))
-    assert third.calls == []  # already current and done: the same command does not run it twice
+            redo=("positional-heads", same["name"]))
+    assert third.calls == []  # redone already with these options: the same command does not run them twice
     assert not (where / ".superseded" / "positional-heads-2").exists()
 
 

@@ -342,8 +342,10 @@ SUPERSEDED = ".superseded"  # DIR/<model>/.superseded/<part>-<k>: a redone part'
 
 def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
     """Plan each part of ``names`` again at the recorded size (``state["size"]``) with the suite's current
-    options, unless its record already has them and is done (so the same command resumes a redo, and a
-    finished one is not run twice). Its earlier run directory, if any, moves to
+    options, even when they equal the recorded ones (a design change need not change an option: a BOS
+    put first by default), unless the part was redone already with these options (so the same
+    command resumes a redo a kill interrupted, and a finished redo is not run twice; a new --out
+    redoes everything). Its earlier run directory, if any, moves to
     ``where/.superseded/<part>-<k>`` (kept, never deleted); its earlier time goes to ``adjustments``; the part
     is marked ``redo`` (the k-th), which keeps the budget's refit from dropping it: a redo runs beyond
     the budget, and the record's times say by how much."""
@@ -358,8 +360,8 @@ def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
             raise CtxlensError(f"{spec} cannot run the {name} part ({state['skipped'][name]}); leave it out of --redo.")
         plan = fitting.plan_part(next(p for p in PARTS if p.name == name), size, info, speed)
         rec = next((p for p in state["parts"] if p["name"] == name), None)
-        if rec is not None and rec["options"] == plan.options and (rec.get("redo") or rec["status"] == "done"):
-            continue  # current already: done, or a redo a killed command left to resume
+        if rec is not None and rec.get("redo") and rec["options"] == plan.options:
+            continue  # redone already with these options: finished, or left by a killed command to resume
         if rec is None:
             rec = {"name": name}
             state["parts"].append(rec)
