@@ -54,9 +54,27 @@ def test_every_interval_on_the_card_lies_inside_its_quantitys_range(tmp_path, so
             assert _inside(lo, hi, line.bounds), f"interval {line.interval} outside {line.bounds}: {where}"
         if line.value is not None and line.bounds is not None and line.key != "length":
             assert line.bounds[0] - 1e-9 <= line.value <= line.bounds[1] + 1e-9, where
-        for a, b in PRINTED_CI.findall(f"{line.text} {line.uncertainty} {line.verdict}"):
-            assert line.bounds is not None, f"a printed interval on a line with no stated range: {where}"
-            assert _inside(float(a), float(b), line.bounds), f"printed CI {a} to {b} outside {line.bounds}: {where}"
+        printed = f"{line.text} {line.uncertainty} {line.verdict}"
+        for found in PRINTED_CI.finditer(printed):
+            a, b = found.groups()
+            bounds = line.ranges.get(_label(printed[:found.start()]), line.bounds)  # a further quantity's range
+            assert bounds is not None, f"a printed interval on a line with no stated range: {where}"
+            assert _inside(float(a), float(b), bounds), f"printed CI {a} to {b} outside {bounds}: {where}"
+
+
+def _label(before: str) -> str:
+    """The words naming the quantity of the interval printed next: '...; slope 95% ' -> 'slope'."""
+    return re.sub(r"\s*95\s*%\s*$", "", before.split(";")[-1]).strip()
+
+
+def test_a_further_quantitys_interval_is_checked_against_its_own_range():
+    from ctxlens.findings.card import Line
+
+    line = Line("x", "m", 0.5, "r = 0.5", "n = 9 windows; r 95% CI 0.2 to 0.7; slope 95% CI -5.9 to -2.7", "",
+                n=9, unit="windows", interval=(0.2, 0.7), bounds=(-1.0, 1.0), ranges={"slope": (-9.0, 9.0)})
+    found = [(_label(line.uncertainty[:m.start()]), m.groups()) for m in PRINTED_CI.finditer(line.uncertainty)]
+    assert found == [("r", ("0.2", "0.7")), ("slope", ("-5.9", "-2.7"))]
+    assert not _inside(-5.9, -2.7, line.bounds) and _inside(-5.9, -2.7, line.ranges["slope"])
 
 
 def test_a_tested_line_states_its_independent_items(tmp_path):

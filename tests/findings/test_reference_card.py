@@ -125,7 +125,8 @@ def test_positional_heads_from_the_rows(card_and_rows, model):
     if model not in card:
         pytest.skip(f"{model} is not in the committed profile")
     line = card[model]["positional_heads"]
-    got = [r for r in rows[("positional-heads", model)] if r.get("transform", "none") == "none"]
+    got = [r for r in rows[("positional-heads", model)]  # with RoPE (not the RoPE-zeroed control's rows)
+           if r.get("transform", "none") == "none" and r.get("condition", "none") == "none"]
     heads = sorted((r for r in got if r.get("kind") == "head"), key=lambda r: r["rank"])
     if not heads or line.value is None:
         pytest.skip("no positional-heads rows")

@@ -36,7 +36,8 @@ class Line:
     "texts", "windows", "passkeys", "prompts", "random draws"), the 95% ``interval`` of ``value``
     (always inside ``bounds``, the quantity's range), and ``mde``, the smallest effect that n can
     detect (5% level, 80% power), with ``underpowered`` set when the effect the paper expects is
-    smaller than that."""
+    smaller than that. A line that prints intervals of further quantities names each one's range in
+    ``ranges``, keyed by the label printed before its "95% CI" (the entropy line's "slope")."""
 
     key: str
     model: str
@@ -51,6 +52,7 @@ class Line:
     bounds: tuple[float, float] | None = None
     mde: float | None = None
     underpowered: bool = False
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -180,4 +180,5 @@ def ce_entropy(rows: list[dict], model: str) -> Line:
     under = n is not None and n < 10000
     return Line("ce_entropy", model, r, text, unc, f"{rises} (ctxlens's test); {sign} ({SCOPE})"
                 + ("; fewer windows than the paper's 10000" if under else ""), numbers, n=n, unit="windows",
-                interval=t["r_ci"], bounds=(-1.0, 1.0), mde=t["r_mde"], underpowered=bool(t["r_mde"] >= 1.0))
+                interval=t["r_ci"], bounds=(-1.0, 1.0), mde=t["r_mde"], underpowered=bool(t["r_mde"] >= 1.0),
+                ranges=dict.fromkeys(("slope", "trace-normalised slope"), (-math.inf, math.inf)))  # nats per doubling
