@@ -40,3 +40,11 @@ def ids():
 def _isolated_home(tmp_path_factory, monkeypatch):
     """Zoo builds go to a per-session cache, never the user's home."""
     monkeypatch.setenv("CTXLENS_HOME", str(tmp_path_factory.getbasetemp() / "ctxlens-home"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (the README's command: ``-n auto --dist loadgroup``) the real-model tier runs in
+    one worker, so its two reference models are converted once per session rather than once per worker."""
+    for item in items:
+        if item.get_closest_marker("real"):
+            item.add_marker(pytest.mark.xdist_group("real"))

@@ -54,9 +54,11 @@ def gemma3(ref_home):
 
 @pytest.fixture(autouse=True)
 def _all_cores():
-    """Real models are large enough that every core helps (the suite's default is one thread)."""
+    """Real models are large enough that every core helps (the suite's default is one thread): this
+    worker's share of the cores when pytest-xdist runs several (``PYTEST_XDIST_WORKER_COUNT``)."""
     before = torch.get_num_threads()
-    torch.set_num_threads(os.cpu_count() or 1)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     yield
     torch.set_num_threads(before)
 
