@@ -27,14 +27,6 @@ BOS, EOS = "<s>", "</s>"
 TEXT = {"source": "builtin:test", "n_sequences": 3, "suffix_len": 8, "batch_size": 3}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _lm(adds_bos: bool):
     """A tiny random llama (2 layers) with a byte tokenizer whose post-processor puts its BOS first (or not)."""
     backend = byte_backend()
