@@ -82,6 +82,24 @@ def test_layer_types_and_frequencies_follow_the_config(multimodal):
         assert lm.layer_rotary_dims(layer) == 16
 
 
+def test_per_layer_frequencies_without_transformers_nesting_method(monkeypatch):
+    """transformers 5.17 (the GPU machine's) has no ``nested_rope_parameter_keys``; the per-layer
+    frequencies must still be the closed form of each layer type's base (the profile's positional
+    heads failed there with "no attribute 'inv_freq'")."""
+    config = _config()
+    lm = from_model(_model(config))
+    with_method = [lm.inv_freq(layer).clone() for layer in range(6)]
+    for klass in type(config).__mro__:
+        if "nested_rope_parameter_keys" in vars(klass):
+            monkeypatch.delattr(klass, "nested_rope_parameter_keys")
+    assert not hasattr(config, "nested_rope_parameter_keys")
+    for layer in range(6):
+        base = 1e4 if layer in SLIDING else 1e6
+        closed_form = 1.0 / base ** (torch.arange(0, 16, 2, dtype=torch.float) / 16)  # [8]
+        torch.testing.assert_close(lm.inv_freq(layer), closed_form)
+        torch.testing.assert_close(lm.inv_freq(layer), with_method[layer])
+
+
 @pytest.mark.parametrize("layer", [0, 5])
 def test_per_layer_frequencies_move_q_as_transformers_rotary_does(layer):
     """Rotating a post-RoPE vector at position p by s (with the layer's inv_freq) equals

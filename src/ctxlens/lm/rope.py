@@ -54,8 +54,14 @@ def rope_keys(config) -> list[str]:
     """The layer types that carry their own RoPE parameters (transformers' nested
     ``rope_parameters``), or [] when one RoPE serves every layer."""
     params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict):
+        return []
     nested = getattr(config, "nested_rope_parameter_keys", None)
-    return list(nested(params)) if isinstance(params, dict) and nested is not None else []
+    if nested is not None:
+        return list(nested(params))
+    # transformers before the method (5.17 has none) nests by the same rule: keys that name a layer type
+    labels = getattr(config, "_rope_type_labels", None) or getattr(config, "layer_types", None) or ()
+    return [key for key in params if key in labels]
 
 
 def layer_type(config, layer: int) -> str:
