@@ -217,7 +217,7 @@ class PerWindow:
         samples = sorted(self.n)
         units = torch.stack([self.units[s] for s in samples])  # [k, d]
         counts = torch.tensor([2.0 * self.n[s] for s in samples], dtype=torch.float64)  # [k] vectors
-        cross = (units @ units.T) / torch.outer(counts, counts)  # [k, k]
+        cross = (units @ units.T) / torch.outer(counts, counts).to(units)  # [k, k]
         return {"samples": samples, "n": [self.n[s] for s in samples],
                 "self_sim": [self.cos[s] / self.n[s] for s in samples], "cross": cross.tolist()}
 
