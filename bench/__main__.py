@@ -42,16 +42,20 @@ def _child(name: str, rows_path: str, argv: list[str]) -> int:
     return 0
 
 
-def run_bench(name: str, argv: list[str], verbose: bool) -> tuple[list[dict], float, str | None]:
-    """(rows, seconds, error) of one bench run in a child process."""
+def run_bench(name: str, argv: list[str], verbose: bool,
+              timeout: float | None = None) -> tuple[list[dict], float, str | None]:
+    """(rows, seconds, error) of one bench run in a child process (stopped after ``timeout`` seconds)."""
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory(prefix="ctxlens-bench-") as tmp:
         rows_path = str(Path(tmp) / "rows.json")
         cmd = [sys.executable, "-m", "bench", "--child", name, "--rows", rows_path, "--", *argv]
         t = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=root, env=env, text=True,
-                              stdout=None if verbose else subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            proc = subprocess.run(cmd, cwd=root, env=env, text=True, timeout=timeout,
+                                  stdout=None if verbose else subprocess.PIPE, stderr=subprocess.PIPE)
+        except subprocess.TimeoutExpired:
+            return [], time.perf_counter() - t, f"stopped after its {timeout:.0f} s (--timeout)"
         seconds = time.perf_counter() - t
         if proc.returncode != 0 or not Path(rows_path).exists():
             tail = "\n".join((proc.stderr or "").strip().splitlines()[-15:])
@@ -132,6 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", help="cpu | cuda (default: each script's own, cuda when available)")
     p.add_argument("--json", help="also write every row to this JSON file (rewritten after each bench)")
     p.add_argument("--verbose", action="store_true", help="show each script's own output")
+    p.add_argument("--timeout", type=float, help="seconds one bench may run before it is stopped (its figures lost)")
     p.add_argument("--list", action="store_true", help="list the benches and exit")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--rows", help=argparse.SUPPRESS)
@@ -150,7 +155,7 @@ def main(argv=None) -> int:
     print(f"machine: {machine()}", flush=True)
     rows, failed, t0 = [], [], time.perf_counter()
     for name in names:
-        got, seconds, error = run_bench(name, bench_argv(name, args), args.verbose)
+        got, seconds, error = run_bench(name, bench_argv(name, args), args.verbose, args.timeout)
         print(f"  {name}: {len(got)} figures in {seconds:.0f} s{' FAILED' if error else ''}",
               file=sys.stderr, flush=True)
         rows += got

@@ -11,6 +11,7 @@ how much. A busy machine distorts both sides: run it on idle cores.
 
     python bench/suite_overhead.py --quick                       # L = 512, 3-minute budget
     python bench/suite_overhead.py --length 8192 --budget 120    # at SmolLM2's training length
+    python bench/suite_overhead.py --device cuda --record DIR/profile.json   # a profile already run
 """
 
 from __future__ import annotations
@@ -25,9 +26,18 @@ MODEL = "ref:smollm2-135m"
 TARGET = 1.15
 
 
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def _timed(fn) -> float:
+    _sync()
     began = time.perf_counter()
     fn()
+    _sync()
     return time.perf_counter() - began
 
 
@@ -38,7 +48,7 @@ class Bare:
         import torch
 
         self.lm, self.forward, self.step = lm, {}, {}
-        self.ids = lambda n: torch.randint(100, 1000, (1, n), generator=torch.Generator().manual_seed(n))
+        self.ids = lambda n: torch.randint(100, 1000, (1, n), generator=torch.Generator().manual_seed(n)).to(lm.device)
 
     def forward_s(self, n: int) -> float:
         if n not in self.forward:
@@ -82,15 +92,23 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--length", type=int, default=1024)
     p.add_argument("--budget", type=float, default=6.0, help="minutes")
     p.add_argument("--model", default=MODEL)
+    p.add_argument("--device", default=None, help="cpu | cuda (default: the profile's own choice)")
+    p.add_argument("--record", help="a profile.json of a profile already run on this model: time its bare forwards "
+                                    "only (on the device it ran on)")
     args = p.parse_args(argv)
     import ctxlens
     from ctxlens.profile import profile
 
     length, minutes = (512, 3.0) if args.quick else (args.length, args.budget)
-    with tempfile.TemporaryDirectory() as out:
-        profile([args.model], minutes, out, progress=False, length=length)
-        record = json.loads((Path(out) / "profile.json").read_text())
-    lm = ctxlens.load(args.model)
+    if args.record:
+        record = json.loads(Path(args.record).read_text())
+        length = record.get("length") or record["models"][args.model]["size"]["length"]
+    else:
+        with tempfile.TemporaryDirectory() as out:
+            options = {"device": args.device} if args.device else None
+            profile([args.model], minutes, out, model_options=options, progress=False, length=length)
+            record = json.loads((Path(out) / "profile.json").read_text())
+    lm = ctxlens.load(args.model, device=args.device)
     lm.allow_extrapolation()  # the needle and ACCS parts read 2L
     bare = Bare(lm)
     rows, spent_all, bare_all = [], 0.0, 0.0
