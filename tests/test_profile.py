@@ -86,6 +86,41 @@ def test_the_fitted_suite_fills_the_budget_without_exceeding_it(minutes):
     assert all(p.seconds > 0 for p in fit.parts)
 
 
+def _smallest_seconds(parts, length: int, info) -> list[float]:
+    """Each part's estimate at ``length`` with the smallest samples (brute force over the parts)."""
+    return [budget.plan_part(p, suite.Size(length, 0.0, True), info, SPEED, 1.0).seconds for p in parts]
+
+
+@pytest.mark.parametrize("minutes", [45, 90, 180])
+def test_L_stays_at_the_training_length_when_the_first_lines_fit_there(minutes):
+    """Issue 33: the later parts (masking, entropy, RoPE analyses) must not pull L below T. L is
+    the longest halving of T at which the four lines-first parts fit half the plan's time, each
+    within a short budget's third; the parts left out are later ones."""
+    info = ModelInfo("llama", "transformer", "rope", 8192, False, 8192, None, 576)
+    seconds = 60.0 * minutes
+    first = [p for p in suite.PARTS if p.drop_order <= 4]
+    assert {p.name for p in first} == {"loss-vs-length", "niah-depth", "ruler", "accs-layers"}
+    goal = budget.TARGET * seconds
+    expected = next(n for n in (8192, 4096, 2048, 1024, 512, 256)
+                    if sum(_smallest_seconds(first, n, info)) <= 0.5 * goal or n == 256)
+    fit = budget.fit(list(suite.PARTS), info, SPEED, seconds)
+    assert fit.size.length == expected
+    assert {p.name for p in first} <= {p.name for p in fit.parts}
+    assert set(fit.left_out) <= {p.name for p in suite.PARTS if p.drop_order > 4}
+
+
+def test_a_budget_that_holds_the_first_lines_at_T_but_not_the_whole_suite_keeps_T():
+    info = ModelInfo("llama", "transformer", "rope", 8192, False, 8192, None, 576)
+    first = [p for p in suite.PARTS if p.drop_order <= 4]
+    need_first, need_all = sum(_smallest_seconds(first, 8192, info)), sum(_smallest_seconds(suite.PARTS, 8192, info))
+    assert need_all > 1.5 * need_first  # the premise: the later parts cost more than the first lines
+    seconds = 1.02 * need_first / (0.5 * budget.TARGET)
+    assert seconds >= budget.SHORT  # no third-of-budget cap in play
+    fit = budget.fit(list(suite.PARTS), info, SPEED, seconds)
+    assert fit.size.length == 8192 and fit.left_out  # T kept; later parts planned out instead
+    assert budget.fit(list(suite.PARTS), info, SPEED, 0.9 * seconds).size.length == 4096
+
+
 @pytest.mark.parametrize(("minutes", "slow"), [(3, 1.0), (3, 1.6), (10, 0.5), (10, 1.6)])
 def test_a_profile_meets_its_budget_within_20_percent_even_when_parts_run_slow(llama, tmp_path, minutes, slow):
     fake, done = _fake_profile(llama, minutes, tmp_path / "p", slow)

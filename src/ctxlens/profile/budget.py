@@ -5,10 +5,15 @@ A part's estimate is the sum, over its units, of the tokens its experiment's ``w
 ``decode_seconds`` per decoding step: batched sequences decode together), times the part's
 ``factor`` (captured states, per-query work), plus a fixed cost per unit. ``fit`` chooses, in this order:
 
-1. the length L: the training length, halved while the suite at its smallest sample counts
-   would take more than ``LENGTH_SHARE`` of the time (never below ``FLOOR``; the plan then says
-   "L capped to N by the budget"), unless the user sets L (``--length``: fewer tokens per sample,
-   more samples, when the question is the findings' power rather than the longest context);
+1. the length L: the training length, halved while the parts that read the card's first lines
+   (``LINES_FIRST``: loss vs context, the needle grid, RULER, ACCS by layer) at their smallest
+   sample counts would take more than ``LENGTH_SHARE`` of the time, or one of them alone more than
+   a short budget's third (never below ``FLOOR``; the plan then says "L capped to N by the
+   budget"), unless the user sets L (``--length``: fewer tokens per sample, more samples, when the
+   question is the findings' power rather than the longest context). The later parts do not pull
+   L down: the papers read their findings at the training length, so a budget that affords the
+   first lines there keeps L and plans the later parts out (step 2) rather than reading every line
+   far below T;
 2. cuts when even that does not fit: a reducible part run below its statistical floor (flagged),
    then whole parts planned out, the least central first (``Part.drop_order``), and back in
    those of them that fit the room the cuts left;
@@ -45,6 +50,7 @@ DEFAULT_LENGTH = 4096  # L of a model whose config states no length (a recurrent
 STEPS = 14  # bisection steps of the scale
 SHORT = 30 * 60.0  # seconds: under this budget ...
 PART_SHARE = 1 / 3  # ... no part takes more than this share of it, unless it is the only part
+LINES_FIRST = 4  # parts of drop order up to this read the card's first lines and set L (step 1)
 
 
 @dataclass
@@ -192,8 +198,8 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
         notes = [f"L = {length} as --length sets it (training length {trained})"]
     else:
         length = trained
-        while length // 2 >= min(FLOOR, trained) and \
-                _total(parts, smallest(length), info, speed, 1.0) > LENGTH_SHARE * goal:
+        first = [p for p in parts if p.drop_order <= LINES_FIRST] or parts
+        while length // 2 >= min(FLOOR, trained) and not _affords_first(first, smallest(length), info, speed, goal):
             length //= 2
         notes = [f"L capped to {length} by the budget (training length {trained})"] if length < trained else []
     if info.sliding_window and length <= info.sliding_window:
@@ -205,6 +211,13 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
     kept, size = _cut(parts, smallest(length), info, speed, goal, 1.0, left_out, notes)
     size = _scale(kept, size, info, speed, goal, 1.0, 1.0)
     return Fit(size, [plan_part(p, size, info, speed) for p in kept], left_out, notes)
+
+
+def _affords_first(first: list[Part], size: Size, info: ModelInfo, speed: Throughput, goal: float) -> bool:
+    """Whether the lines-first parts at ``size`` (their smallest) take at most ``LENGTH_SHARE`` of
+    ``goal`` together and, under a short budget, each at most its third."""
+    each = [plan_part(p, size, info, speed, 1.0).seconds for p in first]
+    return sum(each) <= LENGTH_SHARE * goal and max(each, default=0.0) <= _part_cap(goal)
 
 
 def refit(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float,
