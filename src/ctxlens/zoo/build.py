@@ -119,10 +119,11 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
 
     torch.manual_seed(recipe.seed)
     model = AutoModelForCausalLM.from_config(build_config(spec, len(tok), tok.eos_token_id))
+    checkpoint = str(out.with_name(out.name + ".train-state.pt"))
     cfg = TrainConfig(steps=recipe.steps, lr=spec.lr or recipe.lr, warmup=recipe.warmup,
                       min_lr_ratio=recipe.min_lr_ratio,
                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, eval_every=recipe.eval_every,
-                      seed=recipe.seed, checkpoint=str(out.with_name(out.name + ".train-state.pt")),
+                      seed=recipe.seed, checkpoint=checkpoint,
                       log=lambda row: log(f"{spec.name} {row}"))
     out.parent.mkdir(parents=True, exist_ok=True)
     result = train(model, batches, cfg, val=val_batches)
@@ -140,7 +141,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
         "retrieval": retrieval_accuracy(model, tok, recipe), "history": result.history,
     }
     write_model(out, model.to(torch.bfloat16), tok, record)
-    Path(cfg.checkpoint).unlink(missing_ok=True)
+    Path(checkpoint).unlink(missing_ok=True)
     return record
 
 

@@ -20,12 +20,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Generic, TypedDict, TypeVar
 
 import torch
 
 from ctxlens.core import files, progress
 
 Batch = dict[str, torch.Tensor]
+M = TypeVar("M", bound=torch.nn.Module)
 
 
 @dataclass
@@ -48,14 +50,26 @@ class TrainConfig:
 
 
 @dataclass
-class TrainResult:
-    model: torch.nn.Module
+class TrainResult(Generic[M]):
+    model: M  # the trained module itself (best-validation weights restored)
     best_val: float | None
     best_step: int | None
     steps: int
     stopped_early: bool
     seconds: float
     history: list[dict] = field(default_factory=list)
+
+
+class _State(TypedDict):
+    """Training state kept between evaluations and saved in the checkpoint (a plain dict on disk)."""
+
+    step: int
+    best_val: float | None
+    best_step: int | None
+    bad_evals: int
+    history: list[dict]
+    best_weights: dict[str, torch.Tensor] | None
+    seconds: float  # training time over resumes; train() fills 0.0 where a checkpoint lacks it
 
 
 def lm_targets(input_ids: torch.Tensor) -> Batch:
@@ -107,13 +121,13 @@ def evaluate(model, val: list[Batch], loss_fn, device, autocast) -> float:
 
 
 def train(
-    model: torch.nn.Module,
+    model: M,
     batches: Callable[[int], Batch],
     cfg: TrainConfig,
     *,
     val: list[Batch] | None = None,
-    loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None,
-) -> TrainResult:
+    loss_fn: Callable[[M, Batch], torch.Tensor] | None = None,
+) -> TrainResult[M]:
     """Train ``model`` for ``cfg.steps`` steps on ``batches(step)``; the best-validation weights are
     restored at the end when ``val`` is given."""
     loss_fn = loss_fn or causal_lm_loss
@@ -123,8 +137,8 @@ def train(
     torch.manual_seed(cfg.seed)
     model.to(device).train()
     opt = _optimizer(model, cfg)
-    state = {"step": 0, "best_val": None, "best_step": None, "bad_evals": 0, "history": [], "best_weights": None,
-             "seconds": 0.0}
+    state: _State = {"step": 0, "best_val": None, "best_step": None, "bad_evals": 0, "history": [],
+                     "best_weights": None, "seconds": 0.0}
     if cfg.checkpoint and Path(cfg.checkpoint).is_file():
         state = {"seconds": 0.0, **_resume(cfg.checkpoint, model, opt)}
     start, stopped = time.perf_counter() - state["seconds"], False  # seconds: training time over resumes
@@ -150,8 +164,8 @@ def train(
             if cfg.log:
                 cfg.log(row)
             if state["best_val"] is None or v < state["best_val"]:
-                state.update(best_val=v, best_step=step, bad_evals=0,
-                             best_weights={k: t.detach().clone() for k, t in model.state_dict().items()})
+                state.update({"best_val": v, "best_step": step, "bad_evals": 0,
+                              "best_weights": {k: t.detach().clone() for k, t in model.state_dict().items()}})
             else:
                 state["bad_evals"] += 1
             state["step"], state["seconds"] = step, time.perf_counter() - start
@@ -175,30 +189,31 @@ class _null:
         return False
 
 
-def _save(path: str, model, opt, state: dict) -> None:
+def _save(path: str, model, opt, state: _State) -> None:
     """Write the checkpoint through a new temporary file (``tempfile.mkstemp``: a random name created
     exclusively, so a planted ``*.tmp`` link is never written through) renamed over ``path``; a full
     disk or read-only folder is one sentence and leaves the previous checkpoint as it was."""
-    path = Path(path)
+    target = Path(path)
     try:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as err:
-        raise files.user_error(err, path, "write") or err from None
+        raise files.user_error(err, target, "write") or err from None
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "state": state,
                         "rng": torch.get_rng_state()}, f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(name, path)
+        os.replace(name, target)
     except BaseException as err:
         Path(name).unlink(missing_ok=True)
-        if isinstance(err, OSError) and files.user_error(err, path, "write") is not None:
-            raise files.user_error(err, path, "write") from None
+        user = files.user_error(err, target, "write") if isinstance(err, OSError) else None
+        if user is not None:
+            raise user from None
         raise
 
 
-def _resume(path: str, model, opt) -> dict:
+def _resume(path: str, model, opt) -> _State:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["opt"])
