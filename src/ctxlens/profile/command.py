@@ -24,6 +24,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ctxlens.profile.budget as fitting
@@ -119,6 +120,28 @@ class Profiled:
     failed: int
 
 
+@dataclasses.dataclass(frozen=True)
+class ProfileContext:
+    """What ``profile`` hands down, unchanged, to the steps that profile each of its models."""
+
+    #: where it writes: the --out directory, and the record its profile.json holds (updated in place)
+    out: Path
+    record: dict
+    #: what the plan is made for: each model's budget in seconds, L (None: the budget chooses), the parts to redo
+    seconds: float
+    length: int | None
+    redo: tuple[str, ...]
+    #: every model option (parsed), and those passed to ``load``
+    model_options: dict
+    load_options: dict
+    #: whether the runner shows its progress bars and meters
+    progress: bool
+    #: replaceable for tests: the clock, the probe (lm -> Throughput; None: measured), the runner (``run``)
+    clock: Callable[[], float]
+    probe: Callable | None
+    runner: Callable
+
+
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
             model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
             redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None) -> Profiled:
@@ -129,7 +152,7 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     replaceable for tests."""
     import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.info import read_info
-    from ctxlens.runner.execute import parse_model_options
+    from ctxlens.runner.execute import LOAD_KEYS, parse_model_options, run
 
     out, models, redo = Path(out), list(dict.fromkeys(models)), tuple(dict.fromkeys(redo))
     check(models, minutes, out, length, redo)
@@ -138,8 +161,13 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
     held = _lock(out)
     try:
-        return _profile_all(models, minutes, out, check(models, minutes, out, length, redo), infos, model_options,
-                            progress, length, clock, probe, runner, redo)
+        old = check(models, minutes, out, length, redo)  # the record read under the lock
+        record = {"budget_minutes": minutes, **({"length": length} if length is not None else {}),
+                  "models": dict(old.get("models") or {})}
+        load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
+        ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options, load_options, progress, clock,
+                             probe, runner or run)
+        return _profile_all(ctx, models, infos)
     finally:
         held.release()
 
@@ -157,22 +185,16 @@ def _lock(out: Path):
     return held
 
 
-def _profile_all(models, minutes, out, record, infos, model_options, progress, length, clock, probe,
-                 runner, redo=()) -> Profiled:
-    """``profile`` once its input is checked and its lock held; ``record``: the one read under the lock."""
-    from ctxlens.runner.execute import LOAD_KEYS
-
-    record = {"budget_minutes": minutes, **({"length": length} if length is not None else {}),
-              "models": dict(record.get("models") or {})}
+def _profile_all(ctx: ProfileContext, models: list[str], infos: dict) -> Profiled:
+    """``profile`` once its input is checked and its lock held: each model in turn, its state in ``ctx.record``."""
+    record = ctx.record
     labels = _labels(models, record)
-    load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
     failed = 0
     for spec in models:
         state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
         record["models"][spec] = state
-        failed += _profile_one(spec, state, minutes * 60, out, record, load_options, model_options, progress,
-                               clock, probe, runner, length, redo)
-    return Profiled(run_dirs(out, record), record, failed)
+        failed += _profile_one(ctx, spec, state)
+    return Profiled(run_dirs(ctx.out, record), record, failed)
 
 
 def _labels(models: list[str], record: dict) -> dict[str, str]:
@@ -187,14 +209,15 @@ def _labels(models: list[str], record: dict) -> dict[str, str]:
     return taken
 
 
-def _profile_one(spec, state, seconds, out, record, load_options, model_options, progress, clock, probe,
-                 runner, length=None, redo=()) -> int:
+def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
+    """Load ``spec``, plan its suite into ``state`` (its part of the record) unless a resume holds one,
+    redo ``ctx.redo``, print the plan and run it; the number of parts that failed."""
     from ctxlens.lm.loading import load
     from ctxlens.probes.throughput import Throughput, measure
-    from ctxlens.runner.execute import run
 
+    clock, seconds, probe = ctx.clock, ctx.seconds, ctx.probe
     started = clock()
-    lm = load(spec, **load_options)
+    lm = load(spec, **ctx.load_options)
     if "parts" not in state:  # a new plan; a resume keeps the recorded one
         speed = probe(lm) if probe else _calibrated(lm, measure(lm, min(PROBE_MAX, max(PROBE_MIN,
                                                                                        PROBE_SHARE * seconds))))
@@ -202,7 +225,7 @@ def _profile_one(spec, state, seconds, out, record, load_options, model_options,
         skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
-        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, length)
+        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),
                      size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
@@ -210,13 +233,12 @@ def _profile_one(spec, state, seconds, out, record, load_options, model_options,
                      + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
                         for n in fit.left_out])
         state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
-        _write(out, record)
-    if redo:
-        _redo(spec, state, redo, out / state["label"])
-        _write(out, record)
+        _write(ctx.out, ctx.record)
+    if ctx.redo:
+        _redo(spec, state, ctx.redo, ctx.out / state["label"])
+        _write(ctx.out, ctx.record)
     _print_plan(spec, state, seconds)
-    return _run_parts(spec, lm, state, seconds, started, out, record, model_options, progress, clock,
-                      runner or run, Throughput(**state["throughput"]))
+    return _run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
 
 
 def _calibrated(lm, speed):
@@ -259,10 +281,12 @@ def _part_record(p: fitting.Planned, status: str) -> dict:
             "status": status}
 
 
-def _run_parts(spec, lm, state, seconds, started, out, record, model_options, progress, clock, runner,
-               speed) -> int:
+def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, speed) -> int:
+    """Run the planned parts of ``spec`` (loaded: ``lm``) in turn, each refitting the rest to the time
+    left, then a top-up when time is left; the number of parts that failed."""
     from ctxlens.lm.info import ModelInfo
 
+    out, record, seconds, clock = ctx.out, ctx.record, ctx.seconds, ctx.clock
     info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
     where = out / state["label"]
     _recover(state, where)
@@ -287,9 +311,9 @@ def _run_parts(spec, lm, state, seconds, started, out, record, model_options, pr
         _write(out, record)
         try:
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
-            runner(part["experiment"], [spec], where / part["name"], part["options"],
-                   {**model_options, **planned}, progress=progress, announce=False, loaded={spec: lm},
-                   meta={"profile_length": state["size"]["length"]})
+            ctx.runner(part["experiment"], [spec], where / part["name"], part["options"],
+                       {**ctx.model_options, **planned}, progress=ctx.progress, announce=False, loaded={spec: lm},
+                       meta={"profile_length": state["size"]["length"]})
             part.update(status="done", error=None)
         except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
             part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tqdm.auto import tqdm
 
@@ -46,7 +46,7 @@ from ctxlens.core import progress as progress_channel
 from ctxlens.core.columns import check_rows
 from ctxlens.core.env import environment
 from ctxlens.core.errors import CtxlensError, clip
-from ctxlens.experiments.base import make_config
+from ctxlens.experiments.base import Experiment, make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist, lock, partial, plans, preflight
 from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
@@ -338,28 +338,57 @@ def run(
     if "device" in load_options:
         load_options["device"] = shard.device(load_options["device"])
     writer = _Writer(out, run_cfg, shard, load_options.get("device"))
+    job = _Job(exp, config, options, models, out, shard, load_options, model_options, dict(loaded or {}), progress,
+               announce, max_hours)
     try:
-        return _run_models(exp, config, options, models, out, writer, shard, load_options, model_options,
-                           progress, announce, dict(loaded or {}), max_hours)
+        return _run_models(job, writer)
     finally:
         if writer.store is not None:
             writer.store.close()
 
 
-def _plan_models(exp, config, options, models, out, shard, load_options, model_options, loaded) -> list[tuple]:
+@dataclass(frozen=True)
+class _Job:
+    """What ``run`` hands down, unchanged, to the steps that plan and run each of its models."""
+
+    #: the experiment, its parsed config, and the options as stored (parsed, under their names)
+    exp: Experiment
+    config: Any
+    options: dict
+    #: the models in their order, the run directory, and this process's share of the units
+    models: list[str]
+    out: Path
+    shard: dist.Shard
+    #: the options passed to ``load``, every model option parsed, and the models already loaded ({spec: LM})
+    load_options: dict
+    model_options: dict
+    loaded: dict
+    #: what is shown (the progress bars and meters, each model's plan) and the longest estimate allowed
+    progress: bool
+    announce: bool
+    max_hours: float | None
+
+    @property
+    def extrapolate(self) -> bool:
+        """--allow-extrapolation given (what the plans and their descriptions read)."""
+        return bool(self.model_options.get("allow_extrapolation"))
+
+
+def _plan_models(job: _Job) -> list[tuple]:
     """(spec, plan, its units this process owns, those not yet committed) per model, each model's
     lengths checked against its positions from its config (``preflight.check_lengths``): all
     before any model loads."""
-    done = committed_units(out)
-    before = read_config(out) or {}
+    exp, load_options, model_options, loaded = job.exp, job.load_options, job.model_options, job.loaded
+    done = committed_units(job.out)
+    before = read_config(job.out) or {}
     recorded, listed_before = before.get("resolved") or {}, before.get("models") or []
-    extrapolate = bool(model_options.get("allow_extrapolation"))
     read_options = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
     index, planned = 0, []
-    for spec in models:
-        mp = plans.for_model(exp, options, config, spec, recorded, listed_before, extrapolate, read_options)
+    for spec in job.models:
+        mp = plans.for_model(exp, job.options, job.config, spec, recorded, listed_before, job.extrapolate,
+                             read_options)
         units = [{"model": spec, "experiment": exp.name, **u} for u in exp.plan(mp.config)]
-        mine = [u for i, u in enumerate(units, start=index) if shard.owns(i)]
+        mine = [u for i, u in enumerate(units, start=index) if job.shard.owns(i)]
         index += len(units)
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
         if todo and exp.loads_model:
@@ -389,26 +418,27 @@ def _config_info(spec: str, read_options: dict):
         return None
 
 
-def _run_models(exp, config, options, models, out, writer, shard, load_options, model_options, progress, announce,
-                loaded, max_hours=None) -> RunResult:
-    extrapolate = bool(model_options.get("allow_extrapolation"))
-    planned = _plan_models(exp, config, options, models, out, shard, load_options, model_options, loaded)
+def _run_models(job: _Job, writer: _Writer) -> RunResult:
+    """Each model with units left loaded, checked and run unit by unit through ``writer``; the store
+    (a ``FinishedRun`` when nothing was left and nothing was opened)."""
+    exp, out, shard, model_options, progress = job.exp, job.out, job.shard, job.model_options, job.progress
+    planned = _plan_models(job)
     for position, (spec, mp, mine, todo) in enumerate(planned):
         if exp.defaults is not None:
             writer.resolved[spec] = mp.filled
         if not todo:
             continue
-        lm, columns = _ready(exp, spec, load_options, model_options, loaded)
+        lm, columns = _ready(exp, spec, job.load_options, model_options, job.loaded)
         cache: dict = {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
         info = mp.info if isinstance(lm, str) else lm.info  # a str: the spec of an experiment that loads none
         if info is not None:
             writer.infos[spec] = info.as_dict()
-        if announce or max_hours is not None:
-            _announce(exp, mp, lm, todo, len(mine), extrapolate, announce, max_hours)
+        if job.announce or job.max_hours is not None:
+            _announce(job, mp, lm, todo, len(mine))
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
-        listed_now = models[:position + 1]
+        listed_now = job.models[:position + 1]
         with count_tokens(lm if exp.loads_model else None):
             for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
                 key = RunStore.unit_key(unit)
@@ -427,11 +457,11 @@ def _run_models(exp, config, options, models, out, writer, shard, load_options, 
     if writer.store is not None:
         partial.sweep(out, committed_units(out))
     listed = (read_config(out) or {}).get("models") or []
-    if writer.store is None and out.is_dir() and set(models) <= set(listed):
-        dist.barrier(shard, load_options.get("device"))
+    if writer.store is None and out.is_dir() and set(job.models) <= set(listed):
+        dist.barrier(shard, job.load_options.get("device"))
         return FinishedRun(out, log_names(shard.rank if shard.sharded else None)[0])  # writes nothing
-    store = writer.open(models)  # every model is finished or committed: the config lists them all
-    dist.barrier(shard, load_options.get("device"))
+    store = writer.open(job.models)  # every model is finished or committed: the config lists them all
+    dist.barrier(shard, job.load_options.get("device"))
     return store
 
 
@@ -471,12 +501,14 @@ def count_tokens(lm):
             handle.remove()
 
 
-def _announce(exp, mp, lm, todo, n_units, extrapolate, announce=True, max_hours=None) -> None:
-    """The plan to stderr (before any forward), then the estimate from a throughput probe at the
-    plan's lengths; with ``max_hours``, a plan estimated longer is refused here, before any unit."""
+def _announce(job: _Job, mp, lm, todo, n_units) -> None:
+    """With ``job.announce``, the plan to stderr (before any forward), then the estimate from a
+    throughput probe at the plan's lengths; with ``job.max_hours``, a plan estimated longer is
+    refused here, before any unit."""
+    exp, announce, max_hours = job.exp, job.announce, job.max_hours
     info = lm.info if exp.loads_model else mp.info
     if announce:
-        print("\n".join(plans.describe(exp, mp, info, todo, n_units, extrapolate)), file=sys.stderr, flush=True)
+        print("\n".join(plans.describe(exp, mp, info, todo, n_units, job.extrapolate)), file=sys.stderr, flush=True)
     if not exp.loads_model:
         return
     from ctxlens.probes.throughput import measure
