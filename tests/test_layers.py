@@ -23,7 +23,7 @@ LAYERS = {
     "runner": "experiments zoo rows",
     "experiments": "probes tasks data metrics zoo",  # zoo: training code of the procedures that train their own models
     "probes": "tasks data metrics lm",
-    "zoo": "lm data",  # plugs into lm through lm.loading.RESOLVERS; lm never imports it
+    "zoo": "lm data",  # plugs into lm as entry points (lm.specs.ENTRY_POINTS); lm never imports it
     "tasks": "data lm rows",
     "data": "lm",
     "metrics": "lm",

@@ -1,8 +1,8 @@
 """ctxlens: how much, and how well, does a language model use long context?
 
 ``load``, ``LM`` and ``families`` are imported lazily, so readers of result files (the report,
-``ctxlens.runner.read_rows``) never import torch. ``load`` imports ``ctxlens.zoo`` first, which
-registers the ``zoo:`` and ``ref:`` model resolvers with ``ctxlens.lm``.
+``ctxlens.runner.read_rows``) never import torch. ``zoo:NAME`` and ``ref:NAME`` specs resolve
+without importing ``ctxlens.zoo`` first (``ctxlens.lm.specs.ENTRY_POINTS``).
 """
 
 from ctxlens.core.errors import CtxlensError
@@ -15,8 +15,6 @@ def __getattr__(name: str):
     if name in ("LM", "families", "load"):
         import importlib
 
-        if name == "load":
-            import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: resolvers
         # from the defining module: ``ctxlens.lm.families`` is also a submodule's name
         where = {"LM": "model", "families": "families", "load": "loading"}[name]
         return getattr(importlib.import_module(f"ctxlens.lm.{where}"), name)

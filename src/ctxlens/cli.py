@@ -153,8 +153,6 @@ def _cmd_tasks(args, extra: list[str]) -> int:
                            "GGUF, zoo:NAME, ref:NAME) so lengths count its tokens, or --tokenizer byte for byte-length "
                            "prompts.")
     lengths = _export_numbers(args)
-    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers (--tokenizer zoo:NAME)
-
     files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out,
                          template=args.template, budget=args.max_new_tokens, options=options,
                          system_prompt=args.system_prompt, cache=not args.no_cache)

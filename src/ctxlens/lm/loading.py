@@ -2,11 +2,11 @@
 ``PREFIX:NAME`` of a registered resolver (``zoo:NAME``, ``ref:NAME``) -> ``LM``.
 
 All go through transformers' own ``from_pretrained``; zoo models are ordinary saved models in
-a local cache directory (DESIGN principle 1: one code path). ``lm`` knows no resolver itself:
-``ctxlens.zoo`` registers ``zoo:`` and ``ref:`` in ``RESOLVERS`` when imported (``ctxlens.load``,
-the CLI and the runner import it), so ``lm`` never imports the zoo. Models larger than one
-device load with ``device_map`` (accelerate; see ``ctxlens.lm.placement``), optionally with
-weights offloaded to ``offload_folder``.
+a local cache directory (DESIGN principle 1: one code path). ``zoo:`` and ``ref:`` resolve
+through functions of ``ctxlens.zoo`` declared as entry points (``ctxlens.lm.specs.ENTRY_POINTS``)
+and loaded on first use, so importing ``lm`` imports no zoo module. Models
+larger than one device load with ``device_map`` (accelerate; see ``ctxlens.lm.placement``),
+optionally with weights offloaded to ``offload_folder``.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 Torch-free, so that reading a model's tokenizer files (``ctxlens.tasks.tokenizer``) costs no
 torch or transformers import: only a GGUF's first conversion (``ctxlens.lm.gguf``) imports them.
-``ctxlens.zoo`` registers ``zoo:`` and ``ref:`` in ``RESOLVERS`` when imported, so ``lm`` never
-imports the zoo.
+Prefixes such as ``zoo:`` and ``ref:`` resolve through functions that installed packages declare
+as entry points of the group ``ctxlens.model_prefixes`` (ctxlens's own ``pyproject.toml`` declares
+those two, in ``ctxlens.zoo``), loaded on the first lookup of a prefix: importing ``lm`` imports no
+zoo module, no caller has to import the zoo first, and ``lm`` names nothing above it.
 """
 
 from __future__ import annotations
@@ -31,14 +33,27 @@ class Resolved:
 
 
 Resolver = Callable[[str], Resolved]
-RESOLVERS: Registry[Resolver] = Registry("model prefix")  # "zoo" -> resolver of "zoo:NAME" (NAME -> Resolved)
+ENTRY_POINTS = "ctxlens.model_prefixes"  # group of the installed packages' prefix resolvers (NAME -> Resolved)
+
+
+def _register_installed() -> None:
+    """Register each installed package's prefix resolvers (``ENTRY_POINTS``), each loaded now, not
+    when ``lm`` is imported; a prefix registered by hand before the first lookup stays."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINTS):
+        if point.name not in RESOLVERS:
+            RESOLVERS.add(point.name, point.load())
+
+
+RESOLVERS: Registry[Resolver] = Registry("model prefix", load=_register_installed)  # "zoo" -> resolver of "zoo:NAME"
 _PREFIX = re.compile(r"([a-z][a-z0-9_-]*):(?![/\\])(.+)")  # zoo:rope, not C:/dir
 
 
 def resolved(spec: str) -> Resolved:
     """Turn a model spec into what ``from_pretrained`` takes (a directory or a hub id).
 
-    ``PREFIX:NAME`` goes to the resolver registered for PREFIX (``ctxlens.zoo``: ``zoo:`` and
+    ``PREFIX:NAME`` goes to the resolver registered for PREFIX (``ENTRY_POINTS``: ``zoo:`` and
     ``ref:``, a reference model shipped in a PyPI package); a GGUF file becomes its converted
     directory (``ctxlens.lm.gguf``).
     """
@@ -65,7 +80,7 @@ def _unknown_prefix(prefix: str, spec: str) -> CtxlensError:
     """One sentence: the prefix, the closest registered one, and what is registered."""
     known = [f"{p}:" for p in RESOLVERS]
     close = suggest(f"{prefix}:", known).strip().replace("Did you mean", "did you mean")
-    registered = ", ".join(known) or "none; import ctxlens.zoo first, as ctxlens.load does"
+    registered = ", ".join(known) or "none"
     fix = close or "use a registered prefix, a hub id or a path"
     return CtxlensError(f"Unknown model prefix '{prefix}:' in '{spec}'; {fix} (registered prefixes: {registered}).")
 

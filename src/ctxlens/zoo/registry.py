@@ -22,6 +22,7 @@ from pathlib import Path
 from ctxlens.core import paths
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.core.registry import Registry
+from ctxlens.lm.specs import Resolved
 
 BUILDERS: Registry[Callable[[Path], None]] = Registry("zoo builder")  # name -> fn(out dir) that saves a model
 register = BUILDERS.register
@@ -85,6 +86,12 @@ def zoo_path(name: str) -> Path:
             if not (path / "config.json").is_file():
                 raise
     return path
+
+
+def zoo_resolved(name: str) -> Resolved:
+    """The ``zoo:NAME`` resolver (``ctxlens.lm.specs.ENTRY_POINTS``): the model's directory and
+    the length it was trained at."""
+    return Resolved(str(zoo_path(name)), train_length(name))
 
 
 @register("random-llama")
