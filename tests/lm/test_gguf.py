@@ -7,6 +7,7 @@ The real reference models are tested in ``tests/real``.
 
 import hashlib
 import json
+import os
 import sys
 
 import numpy as np
@@ -132,6 +133,34 @@ def test_cache_is_keyed_by_content_and_records_its_source(tiny, ids, tmp_path, m
     assert again.name == str(copy) and next(again.model.parameters()).dtype == torch.bfloat16
     with torch.no_grad():
         torch.testing.assert_close(again.model(ids).logits.float(), first.model(ids).logits, rtol=0.05, atol=0.05)
+
+
+def test_read_info_then_load_hash_the_file_once_until_it_changes(tiny, monkeypatch):
+    from ctxlens.lm import fingerprint
+    from ctxlens.lm.info import read_info
+
+    hashed, file_sha256 = [], lm_gguf.file_sha256
+    monkeypatch.setattr(lm_gguf, "file_sha256", lambda path: hashed.append(path) or file_sha256(path))
+    monkeypatch.setattr(fingerprint, "RACY_NS", 10**18)  # as if written this instant
+    read_info(str(tiny))
+    read_info(str(tiny))
+    assert len(hashed) == 2  # not remembered: a write in the same clock tick could leave its stat as it was
+    monkeypatch.setattr(fingerprint, "RACY_NS", -10**12)  # as if written long ago
+    info = read_info(str(tiny))
+    lm = ctxlens.load(str(tiny))
+    assert len(hashed) == 3 and info.model_type == lm.info.model_type == "llama"  # one hash: read_info's
+    os.utime(tiny, ns=(10**18, 10**18))  # touched: its stat changed, so it is hashed again
+    assert read_info(str(tiny)).weights == info.weights and len(hashed) == 4
+    with open(tiny, "r+b") as f:  # the same size, other bytes: the last weight's last byte
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 1]))
+    os.utime(tiny, ns=(10**18 + 10**15, 10**18 + 10**15))
+    changed = read_info(str(tiny))
+    ctxlens.load(str(tiny))
+    assert len(hashed) == 5 and changed.weights["digest"] == f"sha256:{hashlib.sha256(tiny.read_bytes()).hexdigest()}"
+    assert len(_cache_entries()) == 2 and changed.weights["digest"] != info.weights["digest"]
 
 
 def test_a_failed_conversion_leaves_no_cache(tiny, monkeypatch):

@@ -37,11 +37,17 @@ _STAT = ("size", "mtime_ns", "ctime_ns", "ino", "dev")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def _stamp(path: Path) -> dict[str, int]:
+def stamp(path: Path) -> dict[str, int]:
     """What must not have changed for a cached digest of ``path`` to be used."""
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
             "dev": st.st_dev}
+
+
+def settled(stamped: dict[str, int]) -> bool:
+    """Whether the file ``stamp`` described last changed more than ``RACY_NS`` ago, so that a digest
+    of it may be remembered: a write in the same clock tick could leave its times unchanged."""
+    return time.time_ns() - max(stamped["mtime_ns"], stamped["ctime_ns"]) > RACY_NS
 
 
 def hash_file(path: Path) -> str:
@@ -100,15 +106,14 @@ def _write_cache(entries: list[dict], path: Path | None = None) -> None:
 def file_sha256(path: Path) -> str:
     """SHA-256 of ``path``'s bytes, from the cache when its stat is unchanged (see the module docstring)."""
     key = str(Path(path).resolve())
-    stamp = _stamp(path)
-    before: dict[str, object] = {"path": key, **stamp}
+    stamped = stamp(path)
+    before: dict[str, object] = {"path": key, **stamped}
     entries = read_cache()
     for entry in entries:
         if {k: entry[k] for k in before} == before:
             return entry["sha256"]
     digest = hash_file(path)
-    settled = time.time_ns() - max(stamp["mtime_ns"], stamp["ctime_ns"]) > RACY_NS
-    if settled and {"path": key, **_stamp(path)} == before:  # unchanged while read, and not just written
+    if settled(stamped) and {"path": key, **stamp(path)} == before:  # unchanged while read, and not just written
         _write_cache([e for e in entries if e["path"] != key] + [{**before, "sha256": digest}])
     return digest
 

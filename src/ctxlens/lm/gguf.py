@@ -5,7 +5,9 @@ transformers reads a GGUF file itself (``from_pretrained(dir, gguf_file=name)``,
 writes the dequantised model (safetensors, float32) and its tokenizer, which carries the chat
 template when the file has one, to ``$CTXLENS_HOME/gguf/<sha256 of the file>/``. Every later
 load of the same bytes, under any name, reads that directory like any other model directory
-(DESIGN principle 1: one code path), in the dtype the user asks for.
+(DESIGN principle 1: one code path), in the dtype the user asks for. A process hashes a file
+once while it is unchanged on disk (``content_sha256``), so a spec resolved by ``read_info`` and
+again by ``load`` reads the file's bytes once.
 
 The conversion writes into a temporary directory beside the target and renames it into place,
 so a conversion that is killed or fails never leaves a half-made cache.
@@ -25,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import ctxlens.lm.fingerprint as fingerprint
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.paths import home
 
@@ -51,6 +54,25 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+_HASHED: dict[tuple, str] = {}  # (real path, *stat) -> sha256 of the GGUF files this process has hashed
+
+
+def content_sha256(path: Path) -> str:
+    """``file_sha256`` of ``path``, read once per process while the file's stat (size, modification and
+    change times, inode, device: ``fingerprint.stamp``) stays as it was, so ``read_info`` and then
+    ``load`` of one GGUF file hash it once; a file changed on disk is hashed again. A file changed
+    while it was read, or within ``fingerprint.RACY_NS`` before (``fingerprint.settled``), is not
+    remembered."""
+    stamped = fingerprint.stamp(path)
+    key = (os.path.realpath(path), *stamped.values())
+    if key in _HASHED:
+        return _HASHED[key]
+    digest = file_sha256(path)
+    if fingerprint.settled(stamped) and fingerprint.stamp(path) == stamped:
+        _HASHED[key] = digest
+    return digest
+
+
 def cache_dir(sha256: str) -> Path:
     """Where the converted copy of the GGUF file with this content hash lives."""
     return home() / "gguf" / sha256
@@ -69,7 +91,7 @@ def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
     if not is_gguf(path):
         raise CtxlensError(f"'{spec}' is neither a model directory nor a readable GGUF file (it does not start "
                            "with the bytes 'GGUF'); point --model at a save_pretrained directory or a .gguf file.")
-    sha256 = sha256 or file_sha256(path)
+    sha256 = sha256 or content_sha256(path)
     target = cache_dir(sha256)
     if is_converted(target):
         return target
