@@ -1,6 +1,7 @@
 """The committed reference profiles: SmolLM2-135M and Gemma-3-270M at L = 1024 (``reference/profile``,
 made by ``ctxlens profile ref:smollm2-135m ref:gemma3-270m --length 1024``) and SmolLM2-135M at its
-training length (``reference/profile-t``, L = 8192): their rows read back, the README's cards are those
+training length (``reference/profile-t``, L = 8192) and Gemma-3-270M as far as a CPU session goes
+(``reference/profile-gemma``, L = 4096): their rows read back, the README's cards are those
 rows' card (``ctxlens card``), and their reports open in Chromium with the card first."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ README = ROOT / "README.md"
 PROFILES = {  # directory -> (its models, the README's marker around its cards)
     "profile": (("ref:smollm2-135m", "ref:gemma3-270m"), "reference-cards"),
     "profile-t": (("ref:smollm2-135m",), "reference-cards-t"),
+    "profile-gemma": (("ref:gemma3-270m",), "reference-cards-gemma"),
 }
 CHROMIUM = find_chromium()
 
