@@ -47,7 +47,6 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--device", default=None, help="cpu | cuda (default: the profile's own choice)")
     p.add_argument("--length", type=int, default=None, help="L (default: the training length, as a profile takes it)")
     p.add_argument("--out", default=None, help="keep the profile directory here (default: a temporary one)")
-    p.add_argument("--quick", action="store_true", help="ignored (no quick form: give --length and --budget)")
     args = p.parse_args(argv)
     from ctxlens.profile import profile
 
@@ -73,7 +72,7 @@ def main(argv=None) -> list[dict]:
         print(f"{part['name']:<22} {part.get('status', ''):<9} {part.get('tokens') or 0:>11,} "
               f"{part.get('planned_s') or 0:>10.1f} {part.get('spent_s') or 0:>9.1f}", flush=True)
         if done:
-            rows.append({"bench": "profile_cost", "subject": subject, "metric": f"{part['name']} s",
+            rows.append({"bench": "profile_cost", "subject": f"{subject}: {part['name']}", "metric": "spent s",
                          "value": part["spent_s"], "tokens": part.get("tokens")})
     left = [part["name"] for part in entry["parts"] if part.get("status") != "done"]
     rows.append({"bench": "profile_cost", "subject": subject, "metric": "parts spent s", "value": round(spent, 1)})

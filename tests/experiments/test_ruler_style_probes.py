@@ -53,7 +53,6 @@ def test_a_length_rulers_template_cannot_fit_is_a_flag_not_an_error():
 def test_head_masking_on_a_model_outside_the_zoo_asks_in_rulers_wording(tmp_path):
     import shutil
 
-    import ctxlens.zoo  # noqa: F401 - registers zoo:
     from ctxlens.lm.loading import resolve
     from ctxlens.runner import read_rows
     from ctxlens.runner.execute import run

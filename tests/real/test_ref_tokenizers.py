@@ -19,7 +19,6 @@ SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging
 def ref_dir(ref_home: Path, name: str) -> Path:
     """The converted directory of reference ``name`` (converted once per session cache)."""
     require(name)
-    import ctxlens.zoo  # noqa: F401 - registers ref:
     from ctxlens.lm.specs import resolve
 
     with pytest.MonkeyPatch.context() as mp:

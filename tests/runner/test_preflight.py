@@ -39,7 +39,6 @@ def test_option_mistakes_are_refused_before_the_model_loads(experiment, options,
 
 
 def test_a_length_beyond_the_positions_is_refused_from_the_config_naming_the_length_asked(no_load, tmp_path):
-    import ctxlens.zoo  # noqa: F401
     from ctxlens.lm.info import read_info
 
     limit = read_info(MODEL).max_positions

@@ -162,7 +162,6 @@ def test_a_partial_file_left_by_a_kill_after_its_commit_is_swept(tmp_path, monke
 def test_a_forward_counts_its_tokens_layer_by_layer():
     import torch
 
-    import ctxlens.zoo  # noqa: F401 - registers zoo: models
     from ctxlens.lm.loading import load
     from ctxlens.runner.execute import count_tokens
 
