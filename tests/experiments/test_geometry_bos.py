@@ -214,3 +214,21 @@ def test_auto_gives_no_bos_where_the_tokenizer_adds_none_and_true_forces_one():
     assert {r["bos"] for r in rows} == {False} and not any((ids[:, 0] == bos).any() for ids in seen)
     rows, seen = _run("accs-layers", lm, **TEXT, lengths=[24], layers=[0], bos=True)
     assert {r["bos"] for r in rows} == {True} and all((ids[:, 0] == bos).all() for ids in seen)
+
+
+def test_head_masking_masks_the_heads_positional_heads_selects_on_a_model_that_adds_a_bos():
+    """The masking's own detection reads the same windows as ``positional-heads`` given the same values,
+    BOS included (issue 31: on Gemma-3 the masking detected without the BOS and shared 2 of 4 heads).
+    Truth: positional-heads' own selection rows, and the ids the embedding layer received."""
+    lm = _lm(True)
+    shared = {"source": "builtin:test", "top_k": 6, "n_queries": 12, "fractions": [0.25, 0.5]}
+    heads, _ = _run("positional-heads", lm, **shared, lengths=[40], n_samples=3)
+    chosen = {r["fraction"]: [list(h) for h in r["heads"]] for r in heads if r.get("kind") == "selection"}
+    masking, seen = _run("head-masking", lm, **shared, lengths=[32], tasks=["perplexity"], n_draws=1,
+                         n_samples=1, detect_length=40, detect_samples=3)
+    masked = {r["fraction"]: r["heads"] for r in masking if r["condition"] == "top"}
+    assert masked == chosen
+    assert all(bool((ids[:, 0] == lm.tokenizer.bos_token_id).all()) for ids in seen)
+    forced, _ = _run("head-masking", lm, **shared, lengths=[32], tasks=["perplexity"], n_draws=1, n_samples=1,
+                     detect_length=40, detect_samples=3, bos=False)
+    assert {r["bos"] for r in forced} == {False}

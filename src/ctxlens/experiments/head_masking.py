@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Annotated
 
 from ctxlens.core.columns import Column
@@ -95,18 +95,18 @@ def masked_heads(lm, config: Config, unit: dict, cache: dict) -> list[tuple[int,
         everyone = [(layer, h) for layer in layers for h in range(lm.n_heads)]
         return random_heads(everyone, n_selected(unit["fraction"], len(everyone)), config.seed, unit["draw"])
     detect = {"transform": unit["transform"], "length": config.detect_length or train_length(lm, config.train_length)}
-    detect_config = _DetectConfig(config)
-    ranked = ranked_heads(lm, detect_config, detect, cache)
+    ranked = ranked_heads(lm, detection_options(config), detect, cache)
     return [(r["layer"], r["head"]) for r in ranked[:n_selected(unit["fraction"], len(ranked))]]
 
 
-class _DetectConfig:
-    """The detection view of a head-masking Config (what ``positional-heads`` reads)."""
-
-    def __init__(self, config: Config):
-        self.source, self.text_field, self.seed = config.source, config.text_field, config.seed
-        self.n_samples, self.top_k, self.n_queries = config.detect_samples, config.top_k, config.n_queries
-        self.rank_by, self.layers, self.train_length = config.rank_by, config.layers, config.train_length
+def detection_options(config: Config) -> common.HeadOptions:
+    """The ``positional-heads`` options of the detection: every option the two share by name (source,
+    seed, bos, layers, top_k, n_queries, rank_by, ...), with ``detect_samples`` as ``n_samples`` and
+    ``detect_length`` as the length; so a ``positional-heads`` run given the same values selects the heads
+    masked here (a field missed by hand once left Gemma's BOS out of the detection)."""
+    shared = {f.name: getattr(config, f.name) for f in fields(common.HeadOptions)}
+    return common.HeadOptions(**{**shared, "n_samples": config.detect_samples,
+                                 "lengths": [config.detect_length] if config.detect_length else config.lengths})
 
 
 def masking(lm, heads: list[tuple[int, int]]):

@@ -91,7 +91,7 @@ def detection(lm, config, unit: dict, cache: dict, condition: str = REAL) -> tup
     with ``rank``; the per-input correlation rows), cached per unit, detection options and
     ``condition`` (``REAL`` or ``ROPE_ZEROED``)."""
     key = ("ranked", unit["transform"], unit["length"], config.source, config.seed, config.n_samples, config.top_k,
-           config.n_queries, config.rank_by, tuple(config.layers or ()), condition)
+           config.n_queries, config.rank_by, tuple(config.layers or ()), config.bos, condition)
     if key not in cache:
         prompts: list[dict] = []
         sums = distance_sums(lm, config, unit, cache, per_prompt=prompts, condition=condition)
