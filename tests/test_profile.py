@@ -359,7 +359,8 @@ def test_a_part_killed_midway_keeps_its_time_up_to_its_last_written_file(llama, 
     assert all("running_since" not in p for p in state["parts"])
 
 
-def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_run(llama, tmp_path, capsys):
+def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_run(llama, tmp_path, capsys,
+                                                                                   monkeypatch):
     from ctxlens.results import read_runs
 
     fake, done = _fake_profile(llama, 3, tmp_path / "p")
@@ -396,6 +397,16 @@ def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_
             redo=("positional-heads", same["name"]))
     assert third.calls == []  # redone already with these options: the same command does not run them twice
     assert not (where / ".superseded" / "positional-heads-2").exists()
+
+    monkeypatch.setattr(command, "source_digest", lambda: "a-later-fix")  # the code changed, no option did
+    fourth = FakeRun()
+    fourth.now = third.now
+    later = profile([llama], 3, tmp_path / "p", progress=False, clock=fourth.clock, probe=lambda lm: 1 / 0,
+                    runner=fourth, redo=("positional-heads",))
+    assert [e for e, _ in fourth.calls] == ["positional-heads"]  # redone again: the design may differ
+    assert (where / ".superseded" / "positional-heads-2").exists()
+    part = next(p for p in later.record["models"][llama]["parts"] if p["name"] == "positional-heads")
+    assert part["redo"] == 2 and part["code"] == "a-later-fix" and part["status"] == "done"
 
 
 def test_redo_refuses_an_unknown_part_and_a_profile_never_planned(llama, tmp_path, capsys):

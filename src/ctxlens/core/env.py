@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib.metadata as md
 import platform
 import subprocess
@@ -28,6 +30,23 @@ def git_revision() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def tree_digest(root: Path) -> str:
+    """sha256 (first 16 hex digits) of the Python sources under ``root``: each file's path under it and
+    its bytes, in path order; any edit, rename or new file changes it, other files do not."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def source_digest() -> str:
+    """``tree_digest`` of the ctxlens package that runs: names the code where no git checkout does (an
+    installed copy, a snapshot). Computed once per process."""
+    return tree_digest(Path(__file__).resolve().parent.parent)
+
+
 def environment(device: str | None = None) -> dict:
     import torch
 
@@ -36,6 +55,7 @@ def environment(device: str | None = None) -> dict:
         "platform": platform.platform(),
         "packages": {p: _version(p) for p in PACKAGES},
         "git_revision": git_revision(),
+        "source_digest": source_digest(),
         "device": device,
         "cuda": torch.version.cuda,
         "cuda_available": torch.cuda.is_available(),

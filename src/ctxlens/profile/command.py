@@ -30,6 +30,7 @@ from pathlib import Path
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.record as records
 from ctxlens.core import files, yaml_safe
+from ctxlens.core.env import source_digest
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
@@ -366,9 +367,11 @@ SUPERSEDED = ".superseded"  # DIR/<model>/.superseded/<part>-<k>: a redone part'
 def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
     """Plan each part of ``names`` again at the recorded size (``state["size"]``) with the suite's current
     options, even when they equal the recorded ones (a design change need not change an option: a BOS
-    put first by default), unless the part was redone already with these options (so the same
-    command resumes a redo a kill interrupted, and a finished redo is not run twice; a new --out
-    redoes everything). Its earlier run directory, if any, moves to
+    put first by default), unless the part was redone already with these options by this code (the
+    package's ``source_digest``, recorded as ``code``): so the same command resumes a redo a kill
+    interrupted and does not run a finished redo twice, while a fix to the code since (a design change
+    no option shows) is redone when named again; a new --out redoes everything. Its earlier run
+    directory, if any, moves to
     ``where/.superseded/<part>-<k>`` (kept, never deleted); its earlier time goes to ``adjustments``; the part
     is marked ``redo`` (the k-th), which keeps the budget's refit from dropping it: a redo runs beyond
     the budget, and the record's times say by how much."""
@@ -377,14 +380,15 @@ def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
 
     info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
     speed = Throughput(**state["throughput"])
+    code = source_digest()
     size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
     for name in names:
         if name in state["skipped"]:
             raise CtxlensError(f"{spec} cannot run the {name} part ({state['skipped'][name]}); leave it out of --redo.")
         plan = fitting.plan_part(next(p for p in PARTS if p.name == name), size, info, speed)
         rec = next((p for p in state["parts"] if p["name"] == name), None)
-        if rec is not None and rec.get("redo") and rec["options"] == plan.options:
-            continue  # redone already with these options: finished, or left by a killed command to resume
+        if rec is not None and rec.get("redo") and rec["options"] == plan.options and rec.get("code") == code:
+            continue  # redone already by this code with these options: finished, or left by a kill to resume
         if rec is None:
             rec = {"name": name}
             state["parts"].append(rec)
@@ -393,7 +397,7 @@ def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
         was = f"{rec.get('status', 'not planned')}" + (f", {duration(rec['spent_s'])}" if rec.get("spent_s") else "")
         moved = _supersede(where / name, where / SUPERSEDED, name)
         rec.clear()
-        rec.update(**_part_record(plan, "planned"), redo=k, spent_s=0.0)
+        rec.update(**_part_record(plan, "planned"), redo=k, code=code, spent_s=0.0)
         state["left_out"].pop(name, None)
         note = (f"{name} redone with the suite's current design at the recorded size (L = {size.length}, scale "
                 f"{size.scale:.2f}), beyond the budget; before: {was}"

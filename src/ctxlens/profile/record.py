@@ -35,7 +35,7 @@ STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_a
          "adjustments": list, "parts": list, "spent_s": Num}
 PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, "units": Int, "tokens": Int,
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
-        "top_up": Bool, "running_since": Num, "redo": Int}
+        "top_up": Bool, "running_since": Num, "redo": Int, "code": Str}
 SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool}
 THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num}
 INFO = {"model_type": Str, "kind": Str, "position": Str, "max_positions": Int, "hard_limit": Bool,
