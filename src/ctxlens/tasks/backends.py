@@ -6,6 +6,10 @@ token ids (so the model sees exactly the fitted prompt), decodes greedily up to 
 budget, stops at an end-of-sequence token, and returns only the generated text -- never the
 prompt or the answer prefix -- for scoring.
 
+Every backend is a ``Decoder``: the one interface the task engine calls (``generate``: answers in prompt
+order, those an interrupted attempt kept taken as given, each new one reported as it finishes); a
+backend supplies only how it answers the prompts left (``_answer``).
+
 * ``TransformersBackend``: ``lm.model.generate`` with its KV / recurrent cache, a fresh greedy
   generation config (no sampling, no repetition penalty), prompts of equal length and budget
   batched together (no padding, so SSM and hybrid models need no attention mask support); a
@@ -19,6 +23,7 @@ prompt or the answer prefix -- for scoring.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import typing
@@ -35,6 +40,38 @@ Backend = typing.Literal["transformers", "vllm", "openai"]
 BACKENDS = typing.get_args(Backend)
 
 
+class Decoder(abc.ABC):
+    """A decoding backend: greedy answers to token-id prompts, each within its budget of new tokens."""
+
+    name: typing.ClassVar[str]  # what --backend calls it
+
+    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
+                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
+        """The generated text of each prompt (never the prompt), in prompt order; those in ``done``
+        (index -> answer, from an interrupted attempt) are taken as given, and ``on_done(index, answer)``
+        hears of each other answer once the backend has it."""
+        if len(prompts) != len(budgets):
+            raise CtxlensError(f"{len(prompts)} prompts were given {len(budgets)} budgets; give one budget per prompt.")
+        done = done or {}
+        out = [done.get(i, "") for i in range(len(prompts))]
+
+        def finished(i: int, text: str) -> None:
+            out[i] = text
+            if on_done is not None:
+                on_done(i, text)
+
+        todo = [i for i in range(len(prompts)) if i not in done]
+        if todo:
+            self._answer(prompts, budgets, todo, finished)
+        return out
+
+    @abc.abstractmethod
+    def _answer(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], todo: list[int],
+                finished: Callable[[int, str], None]) -> None:
+        """Decode ``prompts[i]`` within ``budgets[i]`` for every i in ``todo`` (ascending), calling
+        ``finished(i, text)`` for each."""
+
+
 def _eos_ids(model, tokenizer) -> set[int]:
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), tokenizer):
@@ -44,7 +81,7 @@ def _eos_ids(model, tokenizer) -> set[int]:
     return ids
 
 
-class TransformersBackend:
+class TransformersBackend(Decoder):
     """Greedy decoding with ``lm.model.generate``; equal-length prompts share a batch, and with
     ``share_prefix`` a batch starts from the cache of the prefix its prompts share with others
     (kept across calls in a store of at most ``prefix_bytes``, the newest one always). Shared or
@@ -72,22 +109,18 @@ class TransformersBackend:
             self.no_sharing = reuse_problem(self.lm)
         return not self.no_sharing
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
-                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
-        """Greedy answers of ``prompts``; those in ``done`` (index -> answer, from an interrupted
-        attempt) are taken as given, and ``on_done(index, answer)`` hears of each batch as it
-        finishes. Batches are formed as without ``done`` when it holds whole batches, as an
-        interrupted attempt leaves it (``ctxlens.runner.partial``)."""
+    def _answer(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], todo: list[int],
+                finished: Callable[[int, str], None]) -> None:
+        """Batches of equal length and budget among ``todo``; a batch's answers are reported together once
+        it is decoded. Batches are formed as without an interrupted attempt's answers when those hold
+        whole batches, as an interrupted attempt leaves them (``ctxlens.runner.partial``)."""
         import torch
         from transformers import GenerationConfig
 
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
-        done = done or {}
-        for i, (p, b) in enumerate(zip(prompts, budgets)):
-            if i not in done:
-                groups[(len(p), int(b))].append(i)
+        for i in todo:
+            groups[(len(prompts[i]), int(budgets[i]))].append(i)
         shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
-        out: list[str] = [done.get(i, "") for i in range(len(prompts))]
         pad = self.lm.tokenizer.pad_token_id
         pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
         for (length, budget), members in groups.items():
@@ -106,12 +139,9 @@ class TransformersBackend:
                 with torch.inference_mode():
                     gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                                                  generation_config=config, **kwargs)  # [B, L + new]
-                for i, row in zip(chunk, gen[:, length:].tolist()):
-                    out[i] = self._decode(row)
-                if on_done is not None:
-                    for i in chunk:
-                        on_done(i, out[i])
-        return out
+                texts = [self._decode(row) for row in gen[:, length:].tolist()]
+                for i, text in zip(chunk, texts):
+                    finished(i, text)
 
     def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:
         """(n, cache of the first n ids of every row, repeated to len(rows) rows) to start a batch
@@ -138,7 +168,7 @@ class TransformersBackend:
         return self.lm.tokenizer.decode(new_ids, skip_special_tokens=True)
 
 
-class VLLMBackend:
+class VLLMBackend(Decoder):
     """Greedy decoding with vLLM (GPU; ``tensor_parallel`` GPUs per model)."""
 
     name = "vllm"
@@ -154,23 +184,16 @@ class VLLMBackend:
         self._vllm = vllm
         self.llm = vllm.LLM(model=model, tensor_parallel_size=tensor_parallel, max_model_len=max_model_len, **kwargs)
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
-                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
-        done = done or {}
-        todo = [i for i in range(len(prompts)) if i not in done]
+    def _answer(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], todo: list[int],
+                finished: Callable[[int, str], None]) -> None:
         params = [self._vllm.SamplingParams(temperature=0.0, max_tokens=int(budgets[i]), skip_special_tokens=True)
                   for i in todo]
         inputs = [{"prompt_token_ids": list(prompts[i])} for i in todo]
-        outs = self.llm.generate(inputs, params, use_tqdm=False) if todo else []
-        out = [done.get(i, "") for i in range(len(prompts))]
-        for i, o in zip(todo, outs):
-            out[i] = o.outputs[0].text
-            if on_done is not None:
-                on_done(i, out[i])
-        return out
+        for i, o in zip(todo, self.llm.generate(inputs, params, use_tqdm=False)):
+            finished(i, o.outputs[0].text)
 
 
-class OpenAIBackend:
+class OpenAIBackend(Decoder):
     """Greedy completions from an OpenAI-compatible HTTP server (``POST {base_url}/completions``)."""
 
     name = "openai"
@@ -185,14 +208,10 @@ class OpenAIBackend:
         self.model, self.tokenizer, self.send, self.timeout = model, tokenizer, send, timeout
         self.key = os.environ.get(api_key_env, "")
 
-    def generate(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], done: Mapping[int, str] | None = None,
-                 on_done: Callable[[int, str], None] | None = None) -> list[str]:
-        done, out = done or {}, []
-        for i, (p, b) in enumerate(zip(prompts, budgets)):
-            out.append(done[i] if i in done else self._one(p, b))
-            if on_done is not None and i not in done:
-                on_done(i, out[i])
-        return out
+    def _answer(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], todo: list[int],
+                finished: Callable[[int, str], None]) -> None:
+        for i in todo:
+            finished(i, self._one(prompts[i], budgets[i]))
 
     def _one(self, ids: Sequence[int], budget: int) -> str:
         prompt = list(ids) if self.send == "ids" else self.tokenizer.decode(list(ids))
@@ -214,7 +233,7 @@ class OpenAIBackend:
 
 
 def backend_for(lm, name: str = "transformers", *, batch_size: int = 8, tensor_parallel: int = 1,
-                api_base: str = "", api_model: str = "", send: str = "ids", share_prefix: bool = True):
+                api_base: str = "", api_model: str = "", send: str = "ids", share_prefix: bool = True) -> Decoder:
     """The backend ``name`` for ``lm`` (its tokenizer fits the prompts in every case); ``share_prefix``
     applies to transformers (vLLM caches prefixes itself)."""
     if name not in BACKENDS:
