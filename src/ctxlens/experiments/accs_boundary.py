@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.options import Fraction, Layers, NonEmpty, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ACCS, LENGTH, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
@@ -39,7 +40,7 @@ class Config(sx.LengthOptions):
 plan = sx.units  # one unit per length
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
@@ -58,7 +59,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """Forwards of the original and one perturbed copy per boundary, ``n_sequences`` each."""
     return [Work((1 + len(config.boundaries)) * config.n_sequences, unit["length"])]
 

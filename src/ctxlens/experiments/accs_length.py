@@ -28,6 +28,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import ACCS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare
@@ -72,7 +73,7 @@ def periodic_windows(n: int, length: int, suffix_len: int, *, period_len: int, s
     return torch.stack(rows)  # [n, length]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     low, high = sx.token_range(lm)
     bos = bos_id(lm, True) if config.bos else None  # synthetic ids: a BOS only when asked for

@@ -28,6 +28,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonNegativeInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare, pick
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, register
@@ -67,7 +68,7 @@ def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
     return bins
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]
@@ -119,7 +120,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return out
 
 
-def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config) -> dict:
+def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config) -> Row:
     return {**coords, "stream": stream, "layer": layer,
             **sx.metric_columns(acc.result(), sx.POOL_METRICS, config.condition_number)}
 

@@ -2,10 +2,10 @@
 
 An experiment is one module with a ``Config`` dataclass, two functions and one declaration:
 
-- ``plan(config) -> list[dict]``: the coordinates of every unit (length, sample, layer, ...),
+- ``plan(config) -> list[Unit]``: the coordinates of every unit (length, sample, layer, ...),
   known without loading a model, so a finished run resumes without loading anything;
-- ``run(lm, config, unit, cache) -> list[dict]``: the measurements of one unit, one row each.
-  ``cache`` is a dict kept per model, for inputs shared by units (tokenised windows, ...).
+- ``run(lm, config, unit, cache) -> list[Row]``: the measurements of one unit, one row each.
+  ``cache`` (a ``Cache``) is a dict kept per model, for inputs shared by units (tokenised windows, ...).
   ``lm`` is the loaded ``LM``, or the model spec string when ``loads_model`` is False;
 - optionally ``defaults(info, config, given, extrapolate) -> Defaults``: the options that depend
   on the model (``ctxlens.lm.info.ModelInfo``: its positions, training length, width, whether it
@@ -32,11 +32,18 @@ import functools
 import typing
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Generic, TypeVar
 
 from ctxlens.core import columns as contracts
 from ctxlens.core.columns import Column
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
+
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
+C = TypeVar("C")  # an experiment's Config dataclass
 
 RULER_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)  # RULER's evaluation lengths
 
@@ -120,14 +127,16 @@ class DemoStep:
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Experiment(Generic[C]):
     """An experiment's declaration: its procedure (``Config``, ``plan``, ``run``) and everything
-    the registry's readers need (paper, smoke options, demo steps); see the module docstring."""
+    the registry's readers need (paper, smoke options, demo steps); see the module docstring.
+    Generic over its ``Config``: ``plan``, ``run`` and ``work`` take that config."""
 
     name: str
-    Config: type
-    plan: Callable[[typing.Any], list[dict]]
-    run: Callable[..., list[dict]]
+    Config: type[C]
+    plan: Callable[[C], list[Unit]]
+    # run(lm, config, unit, cache): ``lm`` is the loaded LM, or the model spec when ``loads_model`` is False
+    run: Callable[[LM | str, C, Unit, Cache], list[Row]]
     _: KW_ONLY
     paper: str  # id in ctxlens.core.papers.PAPERS; "" for the core's own smoke analysis
     section: str  # where in that paper: "Section 4, Figure 1"
@@ -144,7 +153,7 @@ class Experiment:
     default_models: tuple[str, ...] = ()
     # model-dependent defaults and the tokens of a unit (see the module docstring)
     defaults: Callable[..., Defaults] | None = None
-    work: Callable[[typing.Any, dict], list[Work]] | None = None
+    work: Callable[[C, Unit], list[Work]] | None = None
 
     @functools.cached_property
     def declared(self) -> dict[str, Column]:

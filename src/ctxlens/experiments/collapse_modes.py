@@ -31,6 +31,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, CONDITION, LENGTH, SEED, WINDOWS, declare, pick
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
@@ -63,12 +64,12 @@ class Config(sx.SuffixOptions):
         self.check_lengths([self.long_length], "long_length")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"condition": c, "length": config.long_length if c == "long" else config.length, "seed": config.seed}
             for c in config.conditions]
 
 
-def token_counts(lm, config: Config, cache: dict) -> torch.Tensor:
+def token_counts(lm, config: Config, cache: Cache) -> torch.Tensor:
     """[vocab] float64 counts of each token id over ``frequency_tokens`` tokens of the source."""
     if "counts" not in cache:
         ids = cut_windows(lm, config.frequency_source, config.frequency_tokens, 1, config.seed,
@@ -104,7 +105,7 @@ def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int
     return total / count, geometry.result()
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     condition, length = unit["condition"], unit["length"]
     cut = sx.suffix_windows(lm, config, [config.length] + [config.long_length] * ("long" in config.conditions), cache)
     windows = cut.at(length)  # [n, length]

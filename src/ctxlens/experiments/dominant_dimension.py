@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
@@ -34,11 +35,11 @@ class Config(common.DominantOptions):
     n_bins: PositiveInt = option(32, "relative-distance bins of the curve rows")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return common.units(config)
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     sums = distance_sums(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k}
     return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]

@@ -36,6 +36,7 @@ from typing import Annotated
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N, declare
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
@@ -81,12 +82,12 @@ def conditions(config: Config) -> list[dict]:
     return out
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"transform": t, **c, "length": length, "seed": config.seed}
             for t in config.transforms for c in conditions(config) for length in config.lengths]
 
 
-def masked_heads(lm, config: Config, unit: dict, cache: dict) -> list[tuple[int, int]]:
+def masked_heads(lm, config: Config, unit: Unit, cache: Cache) -> list[tuple[int, int]]:
     """The (layer, head) pairs a unit masks."""
     if unit["condition"] == "none":
         return []
@@ -114,7 +115,7 @@ def masking(lm, heads: list[tuple[int, int]]):
     return lm.mask_heads(as_mask(heads)) if heads else contextlib.nullcontext()
 
 
-def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
+def _passkey_rows(lm, config: Config, length: int) -> list[Row]:
     lm.require_tokenizer("the passkey probe")
     style = {"passkey_style": config.passkey_style}
     try:
@@ -129,7 +130,7 @@ def _passkey_rows(lm, config: Config, length: int) -> list[dict]:
     return rows
 
 
-def _perplexity_row(lm, config: Config, length: int, cache: dict) -> dict:
+def _perplexity_row(lm, config: Config, length: int, cache: Cache) -> Row:
     ids = common.windows(lm, config, length, cache)  # [n_samples, length]
     nll = window_nll(lm, ids)  # [n_samples * (length - 1)]
     mean = float(nll.mean())
@@ -137,7 +138,7 @@ def _perplexity_row(lm, config: Config, length: int, cache: dict) -> dict:
             "n": len(ids), "n_tokens": length}
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     heads = masked_heads(lm, config, unit, cache)
     rows = []
     with applied(lm, unit["transform"], train_length(lm, config.train_length)), masking(lm, heads):
@@ -168,7 +169,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
     return Defaults(values, tuple(notes))
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """Passkey prompts and perplexity windows of the unit; the head detection on the first unit
     that masks the top heads of its transform."""
     out = []

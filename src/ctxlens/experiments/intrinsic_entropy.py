@@ -48,6 +48,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FITS, declare, pick
 from ctxlens.experiments.registry import T, register
@@ -90,12 +91,12 @@ class Config(LengthSweepOptions):
         200, "bootstrap replicates over windows (paired across lengths) written by the fit unit; 0: none")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     units = [{"stage": "measure", "source": config.source, "length": n} for n in sorted(config.lengths)]
     return units + [{"stage": "fit", "source": config.source}]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     site = {**_site(lm, config), "bos": uses_bos(lm, config)}
     if unit["stage"] == "fit":
         per_length = [_measure(lm, config, n, cache) for n in sorted(config.lengths)]
@@ -135,7 +136,7 @@ def _site(lm, config: Config) -> dict:
 
 
 # ------------------------------------------------------------------------------- measurement
-def _measure(lm, config: Config, length: int, cache: dict) -> dict:
+def _measure(lm, config: Config, length: int, cache: Cache) -> dict:
     """Every statistic of one length (memoised in ``cache``)."""
     key = ("intrinsic-entropy", length)
     if key in cache:
@@ -202,7 +203,7 @@ def _unmeasured(config: Config, n: int, flag: str) -> dict:
             "n_samples": 0, "dim": None, "flag": flag, "windows": None}
 
 
-def _fit_rows(per_length: list[dict]) -> list[dict]:
+def _fit_rows(per_length: list[dict]) -> list[Row]:
     """CE against each measure across lengths: linear fits, one row per fit quantity."""
     ce = [m["ce"] for m in per_length]
     series: list[tuple[dict, list]] = []
@@ -221,7 +222,7 @@ def _fit_rows(per_length: list[dict]) -> list[dict]:
 
 
 def bootstrap_rows(lengths: list[int], per_length: list[dict], entropy_n: list[int], n_boot: int, seed: int
-                   ) -> list[dict]:
+                   ) -> list[Row]:
     """``stage="bootstrap"`` rows: per replicate (one resample of the windows finite at every length,
     shared by all lengths) and length, the mean CE and S_n per n and normalisation
     (``metrics.spectrum.bootstrap_spectra``, ``entropy_of``); and as many ``stage="permutation"``
@@ -243,7 +244,7 @@ def bootstrap_rows(lengths: list[int], per_length: list[dict], entropy_n: list[i
 
 
 def _replicate_rows(stage: str, lengths: list[int], ce: torch.Tensor, eig: torch.Tensor, entropy_n: list[int],
-                    n_windows: int) -> list[dict]:
+                    n_windows: int) -> list[Row]:
     """Rows of ``stage`` per replicate and length: ``ce`` [R, n_lengths] and S_n of eig [R, n_lengths, d]
     per n and normalisation."""
     s_n = {(k, norm): entropy_of(eig, k, norm).tolist() for k in entropy_n if k <= eig.shape[-1]
@@ -276,7 +277,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
     return Defaults(values, notes)
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """A measure unit reads ``n_samples`` windows at its length; the fit reuses them."""
     return [Work(config.n_samples, unit["length"])] if unit["stage"] == "measure" else []
 

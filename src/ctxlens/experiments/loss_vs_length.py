@@ -50,6 +50,7 @@ from ctxlens.core import progress
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import declare, pick
 from ctxlens.experiments.registry import T, register
@@ -73,14 +74,14 @@ class Config(LengthSweepOptions):
     band: PositiveInt = option(64, "positions scoring: a length's targets lie within l / band tokens of l")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     if config.scoring == "positions":
         return [{"stage": "measure", "source": config.source, "scoring": "positions"}]
     units = [{"stage": "measure", "source": config.source, "length": n} for n in sorted(config.lengths)]
     return units + [{"stage": "fit", "source": config.source}]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     lengths = sorted(config.lengths)
     if config.scoring == "positions":
         return positions_rows(lm, config)
@@ -97,7 +98,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-def fit_rows(lengths: list[int], per_length: list[list[float]], n_boot: int, seed: int) -> list[dict]:
+def fit_rows(lengths: list[int], per_length: list[list[float]], n_boot: int, seed: int) -> list[Row]:
     """The fit rows from each length's per-sample CE (per_length [n_lengths][n_samples]): samples with
     a non-finite CE at any length are left out (the design is paired), lengths are then fitted
     together (``metrics.fits.fit_documents``)."""
@@ -116,7 +117,7 @@ def fit_rows(lengths: list[int], per_length: list[list[float]], n_boot: int, see
     return rows
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """A measure unit reads every sample's ``n_scored`` windows of its length (the fit reuses them);
     with positions scoring, one window of max(lengths) tokens per sample."""
     if unit["stage"] != "measure":
@@ -127,7 +128,7 @@ def work(config: Config, unit: dict) -> list[Work]:
 
 
 # ------------------------------------------------------------------------------- measurement
-def _measure(lm, config: Config, length: int, cache: dict) -> torch.Tensor:
+def _measure(lm, config: Config, length: int, cache: Cache) -> torch.Tensor:
     """[n_samples, n_scored] nats of the scored targets with ``length`` tokens visible (memoised)."""
     key = ("loss-vs-length", length)
     if key not in cache:
@@ -179,7 +180,7 @@ def position_nll(lm, config: Config, window: torch.Tensor, offsets: list[int]) -
     return lm.nll_from_hidden(hidden[:, at], window[:, offsets]).cpu()  # [B, n_offsets]
 
 
-def positions_rows(lm, config: Config) -> list[dict]:
+def positions_rows(lm, config: Config) -> list[Row]:
     """The measure rows (one per length and window) and the fit rows of ``scoring="positions"``;
     finished windows are checkpointed, so an interrupted unit resumes where it stopped."""
     lengths = sorted(config.lengths)

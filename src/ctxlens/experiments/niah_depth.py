@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Percent, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
@@ -41,12 +42,12 @@ class Config(TaskOptions):
             raise CtxlensError(f"Option 'task' must be a needle task (niah_*), got '{self.task}'.")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"task": config.task, "length": length, "depth": depth, "seed": config.seed}
             for length in config.lengths for depth in config.depths]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     extra = needle_options(config.haystack, config.key, config.value, unit["depth"])
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache, extra)
@@ -67,7 +68,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
                      f"{trained // 2} and {trained}; pass --allow-extrapolation for {2 * trained}",))
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     new = config.max_new_tokens or get_task(unit["task"]).budget
     return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
 

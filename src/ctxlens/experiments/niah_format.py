@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import Percent, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
@@ -36,13 +37,13 @@ class Config(TaskOptions):
                                    help="needle depths, in percent of the haystack (Table 4: 0, 50, 100)")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"length": length, "haystack": h, "key": k, "value": v, "depth": d, "seed": config.seed}
             for length in config.lengths for h in config.haystacks for k in config.keys for v in config.values
             for d in config.depths]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     extra = needle_options(HAYSTACKS[unit["haystack"]], unit["key"], unit["value"], unit["depth"])
     try:
         batch = samples(lm, config, "niah_single_2", unit["length"], cache, extra)
@@ -51,7 +52,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows_for(lm, config, cache, batch)
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     return [Work(*planned(config, "niah_single_2", unit["length"]))]
 
 

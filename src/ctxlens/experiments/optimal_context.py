@@ -65,6 +65,7 @@ from ctxlens.core.options import (
     between,
     option,
 )
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import FLAG, SEED, declare
@@ -124,7 +125,7 @@ class Config:
                             first_max_bit=self.first_max_bit, alpha=self.alpha)
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     assert config.sizes is not None and config.lengths is not None and config.seeds is not None  # __post_init__
     return [{"n_train": n, "ctl": c, "seed": s} for n in config.sizes for c in config.lengths for s in config.seeds]
 
@@ -163,7 +164,7 @@ def epoch_batches(data: dict[str, torch.Tensor], batch: int, seed: int):
     return batches, per_epoch
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """Train one model at (n_train, ctl, seed); ``lm`` is the model spec string (no pretrained LM)."""
     if lm not in MODELS:
         raise CtxlensError(f"Unknown model {str(lm)!r} for optimal-context; choose one of: {', '.join(MODELS)}.")
@@ -203,7 +204,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     }]
 
 
-def optimal_lengths(rows: list[dict]) -> list[dict]:
+def optimal_lengths(rows: list[Row]) -> list[dict]:
     """One row per (model, n_train): ``optimal_ctl``, the ctl with the lowest best validation loss
     averaged over seeds (ties: the shorter), its mean loss and the number of seeds. Rows without a
     loss are ignored."""

@@ -46,6 +46,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, between, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import FITS, declare, pick
@@ -95,11 +96,11 @@ def dataset(config: Config) -> SparseParity:
                         alpha=config.alpha, seed=config.data_seed)
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"stage": "measure", "length": c} for c in config.visible_lengths()] + [{"stage": "fit"}]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """``lm`` is the model spec string, which must be ``parity-mlp`` (see the module docstring)."""
     if lm != "parity-mlp":
         raise CtxlensError(
@@ -123,7 +124,7 @@ def _train_key(config: Config) -> dict:
     return {"version": 1, **{k: v for k, v in asdict(config).items() if k in keep}}
 
 
-def trained_mlp(config: Config, cache: dict | None = None) -> ParityMLP:
+def trained_mlp(config: Config, cache: Cache | None = None) -> ParityMLP:
     """The MLP for ``config``: from ``cache``, from ``$CTXLENS_HOME/parity``, or trained now."""
     from ctxlens.zoo.registry import home
 
@@ -172,7 +173,7 @@ def _threads(n: int):
 
 
 # ------------------------------------------------------------------------------- measurement
-def _measure(config: Config, length: int, cache: dict) -> dict:
+def _measure(config: Config, length: int, cache: Cache) -> dict:
     """Statistics of one visible length (memoised in ``cache``)."""
     key = ("parity-dimension", length)
     if key in cache:
@@ -193,7 +194,7 @@ def _measure(config: Config, length: int, cache: dict) -> dict:
     return cache[key]
 
 
-def _fit_rows(config: Config, per_length: list[dict]) -> list[dict]:
+def _fit_rows(config: Config, per_length: list[dict]) -> list[Row]:
     n_tasks = per_length[0]["n_tasks"]
     visible = [m["visible"] for m in per_length]
     bayes = fit_linear(visible, [m["bayes"] for m in per_length])

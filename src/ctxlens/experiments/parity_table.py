@@ -30,6 +30,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, positive, summary
 from ctxlens.experiments.columns import SEED, N, declare
@@ -87,11 +88,11 @@ class Config:
         return ParitySpec.paper(**fields, seed=seed) if self.size == "paper" else ParitySpec(**fields, seed=seed)
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"seed": s} for s in config.seeds]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """Train the model of ``unit["seed"]`` and evaluate it at every context length; ``lm`` is the model spec."""
     if lm != MODEL:
         raise CtxlensError(f"Unknown model {str(lm)!r} for parity-table; its one model is {MODEL}.")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import NonNegativeFloat, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
@@ -32,16 +33,16 @@ class Config(TaskOptions):
     task: typing.Literal["qa_1", "qa_2"] = option("qa_1", "the document-QA task: qa_1 (SQuAD) or qa_2 (HotpotQA)")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"task": config.task, "length": config.max_length, "gamma": g, "fraction": f, "seed": config.seed}
             for g in config.gammas for f in config.fractions]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return visible_rows(lm, config, unit, cache, {"gamma": float(unit["gamma"])})
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
 
 

@@ -35,6 +35,7 @@ from typing import Annotated, Literal
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.core.stats import one_sample_t
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import CONDITION, FRACTION, KIND, ROPE_LAYER, ROPE_UNIT, declare, pick
 from ctxlens.experiments.registry import DEMO_ROPE, T, register
@@ -57,7 +58,7 @@ class Config(common.HeadOptions):
                                       "condition=rope-zeroed rows (about twice the cost); none: the model as loaded")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return common.units(config)
 
 
@@ -69,7 +70,7 @@ def significance(p: float | None, n_tests: int, alpha: float) -> dict:
     return {"significant": p < alpha, "p_bonferroni": corrected, "significant_bonferroni": corrected < alpha}
 
 
-def _across_prompts(prompt_rows: list[dict]) -> dict[tuple[int, int], dict]:
+def _across_prompts(prompt_rows: list[Row]) -> dict[tuple[int, int], dict]:
     """Per (layer, head): the mean of its per-input rho, the t test's p and the inputs counted."""
     by: dict[tuple[int, int], list[float]] = {}
     for r in prompt_rows:
@@ -83,7 +84,7 @@ def _across_prompts(prompt_rows: list[dict]) -> dict[tuple[int, int], dict]:
     return out
 
 
-def _condition_rows(ranked: list[dict], prompts: list[dict], alpha: float, extra: dict) -> list[dict]:
+def _condition_rows(ranked: list[Row], prompts: list[Row], alpha: float, extra: dict) -> list[Row]:
     """The ``kind="head"`` rows (pooled rho and rank, the test across inputs) and ``kind="prompt"``
     rows of one detection condition."""
     tests = _across_prompts(prompts)
@@ -95,7 +96,7 @@ def _condition_rows(ranked: list[dict], prompts: list[dict], alpha: float, extra
     return rows + [{"kind": "prompt", **{k: v for k, v in r.items() if k != "p_value"}, **extra} for r in prompts]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     ranked, prompts = detection(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked),
              "condition": REAL}
@@ -110,7 +111,7 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return rows
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """One forward per input, twice with the RoPE-zeroed control."""
     return [Work(config.n_samples * (2 if config.control == ROPE_ZEROED else 1), unit["length"])]
 

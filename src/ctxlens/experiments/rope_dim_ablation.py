@@ -27,6 +27,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
@@ -84,19 +85,19 @@ def pairs_of(spec: str, n_pairs: int) -> list[int]:
     return chosen
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"transform": t, "ablation": a, "length": length, "seed": config.seed}
             for t in config.transforms for a in config.ablations for length in config.lengths]
 
 
-def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> dict:
+def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> Row:
     base = window_nll(lm, ids).mean()
     with lm.ablate_pairs(pairs, layers):
         ablated = window_nll(lm, ids).mean()
     return {"kind": "loss", "nll_base": float(base), "nll_ablated": float(ablated), "delta": float(ablated - base)}
 
 
-def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], n_queries: int) -> list[dict]:
+def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], n_queries: int) -> list[Row]:
     tv = torch.zeros(len(layers), lm.n_heads, dtype=torch.float64)
     n = torch.zeros(len(layers), dtype=torch.long)
     length = ids.shape[1]
@@ -122,7 +123,7 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
             for li, layer in enumerate(layers) for h in range(lm.n_heads)]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     layers = lm.layer_indices(config.layers, attention=True)
     n_dims = common.shared_pairs(lm, layers)
     pairs = pairs_of(unit["ablation"], n_dims)

@@ -17,6 +17,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, T, register
@@ -33,7 +34,7 @@ class Config(common.RopeOptions):
     top_k: PositiveInt = option(5, "frequency pairs counted per query-key pair: those contributing most (Figure 1: 5)")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return common.units(config)
 
 
@@ -44,7 +45,7 @@ def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch
     return m, k
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     layers = lm.layer_indices(config.layers, attention=True)
     g = torch.Generator().manual_seed(config.seed)

@@ -35,6 +35,7 @@ from typing import Annotated
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, N, declare, pick
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
@@ -70,11 +71,11 @@ class Config(sx.GeometryOptions):
         self.check_lengths(self.accs_lengths, "accs_lengths")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"theta": float(theta), "seed": config.seed} for theta in config.thetas]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     if config.needle_lengths:
         lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
     own = cache.setdefault("own_rope", lm.rope_snapshot())
@@ -92,20 +93,20 @@ def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
     return [{"own_theta": own_theta, "rope_layer_types": ",".join(swept) or "all", **row} for row in rows]
 
 
-def _needle(lm, config: Config, length: int, cache: dict) -> dict:
+def _needle(lm, config: Config, length: int, cache: Cache) -> Row:
     if config.needle_style == "ruler":
         return ruler_needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed)
     return needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed, config.batch_size, cache)
 
 
-def _ppl(lm, config: Config, length: int, cache: dict) -> dict:
+def _ppl(lm, config: Config, length: int, cache: Cache) -> Row:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
     return {"length": length, **sx.window_coords(config, cut, length, n_sequences=windows.shape[0]),
             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
 
 
-def _accs(lm, config: Config, length: int, cache: dict) -> list[dict]:
+def _accs(lm, config: Config, length: int, cache: Cache) -> list[Row]:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
     shuffle = sx.prefix_shuffle(length - config.suffix_len, config.boundary, bos=cut.bos)
@@ -125,7 +126,7 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
                     () if info.zoo else ("needle probe in RULER's wording (niah_single_1): not a zoo model",))
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """Suffix-perplexity windows, needle prompts (with their answers) and ACCS windows (twice:
     as they are and shuffled) of one theta."""
     new = RULER_BUDGET if config.needle_style == "ruler" else 8

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import RULER_LENGTHS, Defaults, Experiment, Work, lengths_that_fit
 from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, DemoStep, Smoke, T, register, summary
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
@@ -42,11 +43,11 @@ class Config(TaskOptions):
             get_task(task)
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"task": task, "length": length, "seed": config.seed} for length in config.lengths for task in config.tasks]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache)
     except TooShort as err:
@@ -75,7 +76,7 @@ def budget(config: TaskOptions, task: str) -> int:
     return config.max_new_tokens or get_task(task).budget
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     """``n_samples`` prompts of the length less the generation budget, and that budget each."""
     new = budget(config, unit["task"])
     return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]

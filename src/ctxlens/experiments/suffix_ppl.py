@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
@@ -39,7 +40,7 @@ class Config(sx.SuffixOptions):
 plan = sx.units  # one unit per length
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, FLAG, LENGTH, SAMPLE, SEED, SOURCE, declare, pick
 from ctxlens.experiments.registry import T, register
@@ -27,7 +28,7 @@ class Config(SourceOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [128, 256], help="window lengths, in tokens")
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [
         {"source": config.source, "length": length, "sample": i, "seed": config.seed}
         for length in config.lengths
@@ -35,7 +36,7 @@ def plan(config: Config) -> list[dict]:
     ]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     lm.check_length(length)
     windows = source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,

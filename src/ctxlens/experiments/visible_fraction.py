@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
@@ -32,16 +33,16 @@ class Config(TaskOptions):
             get_task(task)
 
 
-def plan(config: Config) -> list[dict]:
+def plan(config: Config) -> list[Unit]:
     return [{"task": t, "length": config.max_length, "fraction": f, "seed": config.seed}
             for t in config.tasks for f in config.fractions]
 
 
-def run(lm, config: Config, unit: dict, cache: dict) -> list[dict]:
+def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return visible_rows(lm, config, unit, cache)
 
 
-def work(config: Config, unit: dict) -> list[Work]:
+def work(config: Config, unit: Unit) -> list[Work]:
     return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
 
 

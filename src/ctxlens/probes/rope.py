@@ -17,6 +17,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
+from ctxlens.core.units import Unit
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
 from ctxlens.probes.source import SourceOptions
@@ -64,7 +65,7 @@ class HeadOptions(DominantOptions):
     rank_by: RankBy = option("abs", "rank heads by |rho| (abs), or by signed rho (positive, negative)")
 
 
-def units(config) -> list[dict]:
+def units(config) -> list[Unit]:
     """One unit per (transform, length)."""
     return [{"transform": t, "length": length, "seed": config.seed}
             for t in config.transforms for length in config.lengths]

@@ -33,6 +33,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.units import Unit
 from ctxlens.metrics.geometry import AccsAccumulator
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.probes.windows import Windows, source_windows
@@ -97,7 +98,7 @@ class LengthOptions(GeometryOptions):
         self.check_lengths(self.lengths)
 
 
-def units(config) -> list[dict]:
+def units(config) -> list[Unit]:
     """The plan of a per-length experiment: one unit per length of ``config.lengths``, at its seed."""
     return [{"length": length, "seed": config.seed} for length in config.lengths]
 

@@ -46,6 +46,7 @@ from ctxlens.core import progress as progress_channel
 from ctxlens.core.columns import check_rows
 from ctxlens.core.env import environment
 from ctxlens.core.errors import CtxlensError, clip
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Experiment, make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist, lock, partial, plans, preflight
@@ -427,7 +428,7 @@ def _run_models(job: _Job, writer: _Writer) -> RunResult:
         if not todo:
             continue
         lm, columns = _ready(exp, spec, job.load_options, model_options, job.loaded)
-        cache: dict = {}
+        cache: Cache = {}
         if exp.loads_model:
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
         info = mp.info if isinstance(lm, str) else lm.info  # a str: the spec of an experiment that loads none
@@ -463,7 +464,7 @@ def _run_models(job: _Job, writer: _Writer) -> RunResult:
     return store
 
 
-def _meter(exp, config, unit: dict, label: str) -> progress_channel.Meter:
+def _meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
     """The unit's token meter: its total from the experiment's ``work`` hook (None: not known)."""
     works = plans.unit_work(exp, config, unit)
     total = sum(w.prompt_tokens + w.new_tokens for w in works) if works else None
@@ -536,7 +537,7 @@ class RunResult(Protocol):
     repairs: list[str]
     results_path: Path
 
-    def rows(self) -> list[dict]: ...
+    def rows(self) -> list[Row]: ...
 
     def done(self) -> set[str]: ...
 
@@ -548,7 +549,7 @@ class FinishedRun:
         self.dir, self.results_path = directory, directory / results_name
         self.repairs: list[str] = []
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[Row]:
         return read_rows(self.dir)
 
     def done(self) -> set[str]:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxlens.core.progress import duration
+from ctxlens.core.units import Unit
 from ctxlens.experiments.base import Experiment, Work, make_config
 from ctxlens.lm.info import ModelInfo, read_info
 from ctxlens.probes.throughput import Throughput
@@ -86,7 +87,7 @@ def _show(values: dict) -> str:
     return "; ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items())
 
 
-def unit_work(exp: Experiment, config, unit: dict) -> list[Work] | None:
+def unit_work(exp: Experiment, config, unit: Unit) -> list[Work] | None:
     """The tokens ``unit`` processes: the experiment's ``work`` hook, else one forward of the unit's
     ``length`` per sample of the config (one, when the unit is itself one sample: it names its
     ``sample`` index), else None (not known)."""
@@ -100,7 +101,7 @@ def unit_work(exp: Experiment, config, unit: dict) -> list[Work] | None:
     return [Work(count, length)] if isinstance(length, int) and count else None
 
 
-def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Sequence[dict], n_units: int,
+def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Sequence[Unit], n_units: int,
              extrapolate: bool) -> list[str]:
     """The plan's lines: model, what came from it, units, tokens (before any forward)."""
     lines = [f"ctxlens: {exp.name} on {plan.spec}" + (f" ({info.describe()})" if info else "")]
@@ -123,7 +124,7 @@ def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Seq
     return lines
 
 
-def probe_shape(exp: Experiment, config, todo: Sequence[dict]) -> dict:
+def probe_shape(exp: Experiment, config, todo: Sequence[Unit]) -> dict:
     """What the throughput probe times for this plan (``measure``'s ``lengths`` and ``batch``): the
     prompt lengths its units forward and the batch it decodes at; {} when it states no tokens."""
     works = [w for u in todo for w in unit_work(exp, config, u) or []]
@@ -134,7 +135,7 @@ def probe_shape(exp: Experiment, config, todo: Sequence[dict]) -> dict:
             "decode": bool(decoding)}
 
 
-def estimate_seconds(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> float | None:
+def estimate_seconds(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> float | None:
     """The estimated seconds of ``todo``: each unit's forwards at the probe's per-token cost for
     their length, plus its decoding steps at the probe's pace; None when no unit states its tokens."""
     known = [w for u in todo for w in unit_work(exp, config, u) or []]
@@ -143,7 +144,7 @@ def estimate_seconds(exp: Experiment, config, todo: Sequence[dict], speed: Throu
     return sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps) for w in known)
 
 
-def estimate(exp: Experiment, config, todo: Sequence[dict], speed: Throughput) -> str:
+def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> str:
     """One line: the estimated time of ``todo`` at the probe's pace."""
     seconds = estimate_seconds(exp, config, todo, speed)
     if seconds is None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError, clip, unknown
+from ctxlens.core.units import Unit
 from ctxlens.experiments.base import Experiment, make_config
 
 TASK_FILES = ("haystack_source", "squad", "hotpotqa")  # "builtin" or a local file / folder
@@ -79,7 +80,7 @@ def _check_backend(config) -> None:
         raise CtxlensError("The openai backend needs --api-base, e.g. http://localhost:8000/v1.")
 
 
-def planned_lengths(config, units: Iterable[dict]) -> list[int]:
+def planned_lengths(config, units: Iterable[Unit]) -> list[int]:
     """The lengths a plan asks for: its units' ``length`` (the length the user gave, not a prompt
     length less a generation budget), else the config's ``lengths``."""
     found = {u["length"] for u in units if isinstance(u.get("length"), int) and not isinstance(u["length"], bool)}

@@ -61,6 +61,7 @@ import yaml
 
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.units import Row, Unit
 from ctxlens.runner.lock import WriterLock
 
 _UNSET = "<unset>"
@@ -112,7 +113,7 @@ def _corrupt(path: Path, where: str) -> CtxlensError:
     )
 
 
-def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[dict]:
+def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[Row]:
     """The rows of the committed units, each unit checked against its commit-log entry: its rows
     end on a line boundary at the logged offset, there are as many as logged, and each parses."""
     rows, start, number = [], 0, 0
@@ -184,7 +185,7 @@ def read_results(path: Path) -> tuple[bytes, Path]:
     return gunzip(gz, files.read_bytes(gz)), gz
 
 
-def _read_committed(results: Path, units: Path) -> list[dict]:
+def _read_committed(results: Path, units: Path) -> list[Row]:
     data, source = read_results(results)
     entries, _ = _committed_units(files.read_bytes(units), len(data))
     return _committed_rows(source, data, entries)
@@ -206,7 +207,7 @@ def _logs(directory: Path) -> list[tuple[Path, Path]]:
     return [(directory / results, directory / units) for results, units in map(log_names, [*ranks, *sorted(found)])]
 
 
-def read_rows(directory: str | os.PathLike) -> list[dict]:
+def read_rows(directory: str | os.PathLike) -> list[Row]:
     """Committed rows of a run directory, read without modifying anything.
 
     Merges per-rank files: ``results.jsonl`` first, then ``results.rank{R}.jsonl`` by rank.
@@ -386,7 +387,7 @@ class RunStore:
     def done(self) -> set[str]:
         return set(self._done)
 
-    def commit(self, unit: str, rows: list[dict]) -> None:
+    def commit(self, unit: str, rows: list[Row]) -> None:
         if unit in self._done:
             raise ValueError(f"unit {unit!r} is already committed in {self.dir}")
         if not self.lock.held:
@@ -403,9 +404,9 @@ class RunStore:
         self._done.add(unit)
         self._end = end
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[Row]:
         return _read_committed(self.results_path, self.units_path)
 
     @staticmethod
-    def unit_key(coords: dict) -> str:
+    def unit_key(coords: Unit) -> str:
         return json.dumps(_clean(coords), sort_keys=True, separators=(",", ":"))
