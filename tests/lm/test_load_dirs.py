@@ -164,3 +164,33 @@ def test_every_decoder_type_loads_from_a_saved_directory(model_type, tmp_path):
         logits = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
     want = F.cross_entropy(logits[0, :-1], ids[0, 1:], reduction="none")
     torch.testing.assert_close(lm.token_losses(ids)[0], want, atol=1e-4, rtol=1e-4)
+
+
+def test_read_info_then_load_read_the_config_once_and_an_edit_reads_it_again(tmp_path, monkeypatch):
+    """A run plans with ``read_info`` and then loads: one ``AutoConfig.from_pretrained`` per model and
+    config.json (issue 34 part 5); each caller gets its own copy, and an edited config.json is read again."""
+    import json
+
+    from transformers import AutoConfig
+
+    from ctxlens.lm.info import model_config, read_info
+
+    build_model("llama").save_pretrained(tmp_path)
+    reads = []
+    real = AutoConfig.from_pretrained.__func__
+
+    def counted(cls, *args, **kwargs):
+        reads.append(args[0])
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(AutoConfig, "from_pretrained", classmethod(counted))
+    info = read_info(str(tmp_path))
+    lm = ctxlens.load(str(tmp_path), device="cpu")
+    assert len(reads) == 1 and lm.info == info
+    _, mine = model_config(str(tmp_path))
+    mine.max_position_embeddings = 7  # a caller's change stays its own
+    assert read_info(str(tmp_path)).max_positions == info.max_positions != 7 and len(reads) == 1
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["max_position_embeddings"] = 4096  # a different size: the stamp changes even within one tick
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=3))
+    assert read_info(str(tmp_path)).max_positions == 4096 and len(reads) == 2

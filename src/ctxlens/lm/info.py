@@ -163,16 +163,34 @@ def _safetensors_dtypes(path: Path) -> set[str]:
     return {v["dtype"] for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "dtype" in v}
 
 
-def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
-    """The ``ModelInfo`` of model ``spec`` from its config alone (no weights loaded)."""
-    from transformers import AutoConfig
+def model_config(spec: str, trust_remote_code: bool = False, revision: str | None = None):
+    """(where ``spec`` resolves, a copy of its transformers config): the config is read once per process
+    for a spec and options while its ``config.json`` is unchanged on disk (``read_info`` plans with it,
+    ``load`` then builds the model from it), and each caller gets its own copy to change."""
+    import copy
 
     from ctxlens.lm.specs import resolved
 
     where = resolved(spec)
+    config_file = Path(where.path) / "config.json"
+    stamp = (config_file.stat().st_mtime_ns, config_file.stat().st_size) if config_file.is_file() else None
+    return where, copy.deepcopy(_read_config(where.path, spec, trust_remote_code, revision, stamp))
+
+
+@functools.lru_cache(maxsize=32)
+def _read_config(path: str, spec: str, trust_remote_code: bool, revision: str | None, stamp):
+    """The config transformers reads from ``path`` (``stamp``: its config.json's time and size, so an edit
+    reads it again)."""
+    from transformers import AutoConfig
+
     try:
-        config = AutoConfig.from_pretrained(where.path, trust_remote_code=trust_remote_code, revision=revision)
+        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, revision=revision)
     except (OSError, ValueError) as err:
         raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
                            "check the hub id or path, and network access for hub ids.") from None
+
+
+def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
+    """The ``ModelInfo`` of model ``spec`` from its config alone (no weights loaded)."""
+    where, config = model_config(spec, trust_remote_code, revision)
     return info_from_config(config, where.train_length, where.origin)

@@ -15,13 +15,14 @@ import logging
 import pickle
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import ctxlens.lm.attention as attention
 import ctxlens.lm.placement as placement
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.families import Family, known_family
 from ctxlens.lm.infer import infer_family
+from ctxlens.lm.info import model_config
 from ctxlens.lm.model import LM
 from ctxlens.lm.specs import RESOLVERS, Resolved, Resolver, resolve, resolved  # noqa: F401 - re-exported
 
@@ -60,14 +61,9 @@ def load(
     such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).
     attn_implementation: sdpa (default) | eager | flash_attention_2 (CUDA, flash-attn installed).
     """
-    where = resolved(spec)
+    where, config = model_config(spec, trust_remote_code, revision)  # read once with read_info's
     source = where.path
     common = {"trust_remote_code": trust_remote_code, "revision": revision}
-    try:
-        config = AutoConfig.from_pretrained(source, **common)
-    except (OSError, ValueError) as err:
-        raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
-                           "check the hub id or path, and network access for hub ids.") from None
     family = known_family(config.model_type)  # None: inferred from the loaded model below
     if family is None:
         require_decoder(config.model_type, spec)
@@ -90,8 +86,8 @@ def load(
     if device_map is None:
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     placement.check_input_device(model, spec)
-    return LM(model, _tokenizer(source, common), _adapter(model, family), name=spec, train_length=where.train_length,
-              origin=where.origin)
+    return LM(model, _tokenizer(source, common, config), _adapter(model, family), name=spec,
+              train_length=where.train_length, origin=where.origin)
 
 
 def require_decoder(model_type: str, spec: str) -> None:
@@ -117,9 +113,10 @@ def supported_attention(config, requested: str) -> str:
     return requested
 
 
-def _tokenizer(source: str, common: dict):
+def _tokenizer(source: str, common: dict, config=None):
+    """The tokenizer saved with the model (``config``: the model's, so transformers need not read it again)."""
     try:
-        return AutoTokenizer.from_pretrained(source, **common)
+        return AutoTokenizer.from_pretrained(source, **common, **({"config": config} if config is not None else {}))
     except (OSError, ValueError, TypeError, ImportError) as err:  # ImportError: a tokenizer class's extra package
         log.warning("no tokenizer for %s (%s); token-level analyses only", source, str(err).splitlines()[0])
         return None
