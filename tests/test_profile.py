@@ -14,6 +14,7 @@ import yaml
 
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.progress import duration
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
 from ctxlens.profile import budget, command, suite
@@ -297,6 +298,10 @@ def test_under_30_minutes_no_part_takes_over_a_third_of_the_budget(minutes):
     assert len(fit.parts) > 1
     assert max(p.seconds for p in fit.parts) <= 60.0 * minutes / 3
     assert fit.seconds <= budget.TARGET * 60.0 * minutes
+    for name, why in fit.left_out.items():  # the reason names the part's smallest time and the time fitted
+        if "third" in why:
+            assert f"over a third of the {duration(60.0 * minutes)} it was fitted to" in why, why
+            assert "a budget under" not in why
 
 
 def test_a_ten_minute_budget_plans_at_least_eight_of_the_cards_lines():

@@ -36,6 +36,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from ctxlens.core.options import make_config
+from ctxlens.core.progress import duration
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
@@ -155,7 +156,10 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
     for part in _too_long(parts, size, info, speed, seconds, slow):
         if len(parts) > 1:
             parts.remove(part)
-            left_out[part.name] = f"at its smallest it would take over a third of a budget under {SHORT / 60:.0f} min"
+            took = plan_part(part, size, info, speed, slow).seconds
+            left_out[part.name] = (f"at its smallest it would take {duration(took)}, over a third of the "
+                                   f"{duration(seconds / TARGET)} it was fitted to (no part takes more while under "
+                                   f"{SHORT / 60:.0f} min remain)")
     while parts and _total(parts, size, info, speed, slow) > seconds:
         victim = max(parts, key=lambda p: p.drop_order)
         reducible = [p for p in parts if p.reducible and p.name not in size.reduced]
