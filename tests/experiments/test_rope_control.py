@@ -11,7 +11,7 @@ import torch
 
 from ctxlens import CtxlensError
 from ctxlens.experiments import get_experiment, make_config
-from ctxlens.lm.rope import rotary_modules, zero_rotation
+from ctxlens.lm.analysis.rope import rotary_modules, zero_rotation
 from ctxlens.probes.qk import scan
 from tests.conftest import build_lm
 

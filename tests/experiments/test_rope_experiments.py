@@ -20,8 +20,8 @@ from ctxlens.experiments.rope_dim_ablation import pairs_of
 from ctxlens.experiments.rope_dims import sample_pairs
 from ctxlens.findings import positional as findings
 from ctxlens.lm import from_model
+from ctxlens.lm.analysis.selfextend import self_extend
 from ctxlens.lm.families import FAMILIES
-from ctxlens.lm.selfextend import self_extend
 from ctxlens.metrics.rope import dominant_dimension, rope_pair_contributions, spearman
 from ctxlens.probes.extrapolation import applied, parse_transform, train_length
 from ctxlens.probes.qk import scan

@@ -14,8 +14,12 @@ import json
 import pytest
 import torch
 
-from ctxlens.lm import coverage, coverage_attention, coverage_probe, coverage_stream, from_model, tiny_any
-from ctxlens.lm.rope import edited_parameters
+import ctxlens.lm.coverage.attention as attention_checks
+import ctxlens.lm.coverage.probe as probe
+import ctxlens.lm.coverage.stream as stream_checks
+import ctxlens.lm.tiny.every_type as every_type
+from ctxlens.lm import coverage, from_model
+from ctxlens.lm.analysis.rope import edited_parameters
 
 # -- scope --------------------------------------------------------------------------------------
 
@@ -28,20 +32,20 @@ from ctxlens.lm.rope import edited_parameters
     ("gemma4_assistant", "drafter"),
 ])  # fmt: skip
 def test_scope_of_known_types(model_type, category):
-    assert tiny_any.scope(model_type)[0] == category
+    assert every_type.scope(model_type)[0] == category
 
 
 def test_every_mapping_type_has_a_scope_and_in_scope_types_are_most():
-    types = tiny_any.causal_lm_types()
-    scopes = {t: tiny_any.scope(t) for t in types}
-    assert all(c in ("in", *tiny_any.OUT_OF_SCOPE) for c, _ in scopes.values())
+    types = every_type.causal_lm_types()
+    scopes = {t: every_type.scope(t) for t in types}
+    assert all(c in ("in", *every_type.OUT_OF_SCOPE) for c, _ in scopes.values())
     assert all(reason for c, reason in scopes.values() if c != "in")  # every exclusion says why
     assert sum(c == "in" for c, _ in scopes.values()) > len(types) // 2
 
 
 def test_tiny_config_is_tiny_and_keeps_ids_below_the_vocabulary():
-    config = tiny_any.tiny_config_for("qwen3_next")  # a hybrid (linear + full attention) with MoE
-    assert config.vocab_size == tiny_any.VOCAB and config.hidden_size == 64
+    config = every_type.tiny_config_for("qwen3_next")  # a hybrid (linear + full attention) with MoE
+    assert config.vocab_size == every_type.VOCAB and config.hidden_size == 64
     assert {"linear_attention", "full_attention"} <= set(config.layer_types)
     for key, value in config.to_dict().items():
         if key.endswith("_token_id") and isinstance(value, int):
@@ -52,7 +56,7 @@ def test_unknown_type_is_a_clear_error():
     from ctxlens.core.errors import CtxlensError
 
     with pytest.raises(CtxlensError, match="not in transformers' causal-LM mapping"):
-        tiny_any.tiny_config_for("no_such_type")
+        every_type.tiny_config_for("no_such_type")
     with pytest.raises(CtxlensError):
         coverage.run(["no_such_type"])
 
@@ -60,7 +64,7 @@ def test_unknown_type_is_a_clear_error():
 # -- each check passes on a right adapter and fails on a wrong one -----------------------------
 
 
-class Broken(coverage_probe.Builder):
+class Broken(probe.Builder):
     """A llama builder whose LM is edited by ``breaks`` after ``from_model``."""
 
     def __init__(self, breaks, model_type: str = "llama"):
@@ -75,12 +79,12 @@ class Broken(coverage_probe.Builder):
 
 @pytest.fixture(scope="module")
 def ids():
-    return coverage_probe.probe_ids(256)
+    return probe.probe_ids(256)
 
 
 @pytest.mark.parametrize("name", coverage.ANALYSES)
 def test_each_check_passes_on_llama(name, ids):
-    check = coverage.CHECKS[name](coverage_probe.Builder("llama"), ids)
+    check = coverage.CHECKS[name](probe.Builder("llama"), ids)
     assert check.status == "pass", check.reason
 
 
@@ -130,12 +134,12 @@ def test_each_check_fails_on_a_broken_adapter(name, ids):
 
 
 def test_residual_read_at_the_block_output_fails(ids):
-    check = coverage_stream.check_residual(Broken(lambda lm: _family(lm, resid="out")), ids)
+    check = stream_checks.check_residual(Broken(lambda lm: _family(lm, resid="out")), ids)
     assert check.status == "fail"  # the block output includes the MLP branch
 
 
 def test_hybrid_residual_checks_attention_and_mamba_layers(ids):
-    check = coverage_stream.check_residual(coverage_probe.Builder("jamba"), ids)
+    check = stream_checks.check_residual(probe.Builder("jamba"), ids)
     assert check.status == "pass" and check.reason == "layers [0, 1, 2, 3]"  # mamba, attention, mamba, attention
 
 
@@ -153,13 +157,13 @@ def test_exception_in_a_check_is_a_failure_with_its_first_line():
 
 def test_no_attention_and_no_rope_are_not_applicable(ids):
     """And a block with no MLP still has its residual checked, by another route."""
-    b = coverage_probe.Builder("mamba")
-    assert coverage_attention.check_qk(b, ids).status == "n/a"
-    assert coverage_attention.check_head_mask(b, ids).status == "n/a"
-    assert coverage_attention.check_rope(b, ids).status == "n/a"
+    b = probe.Builder("mamba")
+    assert attention_checks.check_qk(b, ids).status == "n/a"
+    assert attention_checks.check_head_mask(b, ids).status == "n/a"
+    assert attention_checks.check_rope(b, ids).status == "n/a"
     # mamba blocks have no MLP branch: the residual is checked as block input + mixer output instead
-    assert coverage_stream.check_residual(b, ids).status == "pass"
-    assert coverage_attention.check_rope(coverage_probe.Builder("gpt2"), ids).status == "n/a"
+    assert stream_checks.check_residual(b, ids).status == "pass"
+    assert attention_checks.check_rope(probe.Builder("gpt2"), ids).status == "n/a"
 
 
 # -- the run and its table ------------------------------------------------------------------------
@@ -204,7 +208,7 @@ def test_cli_models_all_prints_the_table_and_writes_json(tmp_path, capsys):
     assert main(["models", "--json", str(out)]) == 2  # --json without --all: one sentence, status 2
 
 
-# -- per-type tiny configs (tiny_any._OVERRIDES) ----------------------------------------------------
+# -- per-type tiny configs (every_type._OVERRIDES) --------------------------------------------------
 
 FIXED_TYPES = ["dbrx", "dots1", "nemotron", "gemma3n_text", "gemma4_text", "gemma4_unified_text", "dory", "blt",
                "cohere_compass_text", "dots3_note_text", "qwen4_exp_text", "axk2", "deepseek_v32", "glm_moe_dsa"]
@@ -213,7 +217,7 @@ FIXED_TYPES = ["dbrx", "dots1", "nemotron", "gemma3n_text", "gemma4_text", "gemm
 @pytest.mark.parametrize("model_type", FIXED_TYPES)
 def test_overridden_types_build_tiny_and_stay_causal(model_type, ids):
     """Small, and causal: logits at a prefix do not change when later tokens are appended."""
-    model = tiny_any.build_tiny(model_type)
+    model = every_type.build_tiny(model_type)
     assert sum(p.numel() for p in model.parameters()) < 2_000_000  # gemma4_text's default: 400M
     with torch.no_grad():
         full = model(input_ids=ids, use_cache=False).logits  # [1, seq, vocab]
@@ -222,7 +226,7 @@ def test_overridden_types_build_tiny_and_stay_causal(model_type, ids):
 
 
 def test_tiny_gemma3n_keeps_kv_sharing_and_both_layer_kinds():
-    config = tiny_any.tiny_config_for("gemma3n_text")
+    config = every_type.tiny_config_for("gemma3n_text")
     assert "reuse" in config.kv_sharing_modes and "store" in config.kv_sharing_modes
     assert set(config.layer_types) == {"sliding_attention", "full_attention"}
 
@@ -238,9 +242,9 @@ def test_a_mixer_only_block_that_is_not_input_plus_mixer_fails_its_check(ids):
     """The block-input + mixer-output route can fail: mamba blocks that add a term of their own."""
 
     def build(**kw):
-        model = tiny_any.build_tiny("mamba", **kw)
+        model = every_type.build_tiny("mamba", **kw)
         for block in model.backbone.layers:  # block output = input + mixer + 0.5: "out" is no longer the residual
             block.register_forward_hook(lambda m, a, out: out + 0.5)
         return model
 
-    assert coverage_stream.check_residual(coverage_probe.Builder("mamba", build=build), ids).status == "fail"
+    assert stream_checks.check_residual(probe.Builder("mamba", build=build), ids).status == "fail"

@@ -17,7 +17,7 @@ from ctxlens.cli import main
 from ctxlens.experiments.base import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm import from_model
-from ctxlens.lm.selfextend import rotate
+from ctxlens.lm.analysis.selfextend import rotate
 from ctxlens.probes.extrapolation import applied, parse_transform
 from ctxlens.probes.qk import scan
 from ctxlens.runner.store import read_rows
@@ -128,7 +128,7 @@ def test_selfextend_uses_the_layers_own_frequencies(layer):
     transformers' own rotary code of that layer type (no mask: every key visible)."""
     from transformers.models.gemma3.modeling_gemma3 import apply_rotary_pos_emb
 
-    import ctxlens.lm.selfextend as se_mod
+    import ctxlens.lm.analysis.selfextend as se_mod
 
     lm = from_model(_model(_config()))
     kind = lm.layer_type(layer)
@@ -156,7 +156,7 @@ def test_selfextend_uses_the_layers_own_frequencies(layer):
 
 def test_selfextend_group_one_or_window_beyond_the_input_is_the_model(tokens):
     """Sliding masks survive the SelfExtend attention path."""
-    from ctxlens.lm.selfextend import self_extend
+    from ctxlens.lm.analysis.selfextend import self_extend
 
     lm = from_model(_model(_config()))
     with torch.no_grad():

@@ -15,8 +15,10 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import ctxlens
 from ctxlens import CtxlensError
-from ctxlens.lm import attention, from_model, infer, infer_attention, infer_probe
+from ctxlens.lm import attention, from_model, infer
 from ctxlens.lm.families import FAMILIES
+from ctxlens.lm.infer.attention import check_head_mask
+from ctxlens.lm.infer.probe import probe_ids
 from ctxlens.lm.model import LM
 from tests.conftest import build_model
 
@@ -147,13 +149,13 @@ def test_head_masking_is_refused_when_heads_do_not_tile_the_projection(monkeypat
     family = infer.infer_family(model)
     lm = LM(model, None, dataclasses.replace(family, unsupported=()), name="phi3")
     monkeypatch.setattr(type(lm), "n_heads", property(lambda self: 3), raising=False)
-    assert "whole number" in infer_attention.check_head_mask(lm, 0, infer_probe.probe_ids(model))
+    assert "whole number" in check_head_mask(lm, 0, probe_ids(model))
 
 
 @pytest.mark.parametrize("model_type", ["minicpm3", "modernbert-decoder"])
 def test_a_transform_between_decoder_and_head_is_found(model_type, ids):
     """minicpm3 divides hidden states by a config property; modernbert-decoder runs a prediction head."""
-    from ctxlens.lm.tiny_any import build_tiny
+    from ctxlens.lm.tiny.every_type import build_tiny
 
     model = build_tiny(model_type)
     lm = from_model(model)
@@ -195,7 +197,7 @@ REFUSED = {  # what the load-time checks cannot confirm is refused with the reas
 
 @pytest.mark.parametrize("model_type,analysis", sorted(REFUSED))
 def test_what_the_checks_cannot_confirm_is_refused_with_its_reason(model_type, analysis):
-    from ctxlens.lm.tiny_any import build_tiny
+    from ctxlens.lm.tiny.every_type import build_tiny
 
     lm = from_model(build_tiny(model_type))
     assert analysis not in lm.family.supports and "token_loss" in lm.family.supports

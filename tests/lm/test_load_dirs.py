@@ -146,7 +146,7 @@ def test_gemma3_configs_have_sliding_and_global_layers_that_differ():
 # -- every decoder-only type, through the path users take ------------------------------------------
 
 def _in_scope():
-    from ctxlens.lm.tiny_any import in_scope_types
+    from ctxlens.lm.tiny.every_type import in_scope_types
 
     return in_scope_types()
 
@@ -154,7 +154,7 @@ def _in_scope():
 @pytest.mark.parametrize("model_type", _in_scope())
 def test_every_decoder_type_loads_from_a_saved_directory(model_type, tmp_path):
     """save_pretrained, then ctxlens.load(dir): token losses equal the original's own cross-entropy."""
-    from ctxlens.lm.tiny_any import build_tiny
+    from ctxlens.lm.tiny.every_type import build_tiny
 
     model = build_tiny(model_type)
     model.save_pretrained(tmp_path)

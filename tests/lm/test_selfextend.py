@@ -7,10 +7,10 @@ import sys
 import pytest
 import torch
 
-import ctxlens.lm.selfextend as se_mod
+import ctxlens.lm.analysis.selfextend as se_mod
 from ctxlens import CtxlensError
-from ctxlens.lm.rope import rotary_modules
-from ctxlens.lm.selfextend import SelfExtend, ablate_pairs, rotate, self_extend
+from ctxlens.lm.analysis.rope import rotary_modules
+from ctxlens.lm.analysis.selfextend import SelfExtend, ablate_pairs, rotate, self_extend
 from tests.conftest import build_lm
 
 FAMILIES = ["llama", "gpt_neox", "cohere"]  # GQA + half pairs; partial rotary; interleaved pairs

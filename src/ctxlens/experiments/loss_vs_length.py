@@ -9,7 +9,7 @@ Each sample is a window of ``max(lengths) + n_scored`` tokens whose last ``n_sco
 the targets. For the target at index p + 1 and a length l, the model reads exactly tokens
 p - l + 1 .. p, as a fresh window of its own (so nothing earlier reaches it through attention,
 recurrent state or positions). Only each window's last hidden state goes through the LM head,
-in chunks (``ctxlens.lm.losses``): no full-vocabulary logits for every position.
+in chunks (``ctxlens.lm.analysis.losses``): no full-vocabulary logits for every position.
 
 Units: one per length (all samples, in forwards of about ``batch_tokens`` tokens), writing one
 row per (length, sample) with ``stage="measure"`` and ``ce``, the sample's mean loss in nats over

@@ -31,7 +31,7 @@ from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
-from ctxlens.lm.selfextend import zero_pairs_edit
+from ctxlens.lm.analysis.selfextend import zero_pairs_edit
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, curve_rows
 from ctxlens.probes.extrapolation import applied, train_length

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import ctxlens.lm.rope as _rope
+import ctxlens.lm.analysis.rope as _rope
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import known_family
 

@@ -91,8 +91,8 @@ def load(
 
 
 def require_decoder(model_type: str, spec: str) -> None:
-    """Refuse encoder-decoder, multimodal and BERT-style types in one sentence (see ``lm.tiny_any.scope``)."""
-    from ctxlens.lm.tiny_any import IN_SCOPE, scope
+    """Refuse encoder-decoder, multimodal and BERT-style types in one sentence (see ``lm.tiny.every_type.scope``)."""
+    from ctxlens.lm.tiny.every_type import IN_SCOPE, scope
 
     where, why = scope(model_type)
     if where != IN_SCOPE:

@@ -14,12 +14,12 @@ from typing import cast
 
 import torch
 
-import ctxlens.lm.capture as _capture
-import ctxlens.lm.heads as _heads
-import ctxlens.lm.losses as _losses
-import ctxlens.lm.qkscan as _qkscan
-import ctxlens.lm.rope as _rope
-import ctxlens.lm.selfextend as _selfextend
+import ctxlens.lm.analysis.capture as _capture
+import ctxlens.lm.analysis.heads as _heads
+import ctxlens.lm.analysis.losses as _losses
+import ctxlens.lm.analysis.qkscan as _qkscan
+import ctxlens.lm.analysis.rope as _rope
+import ctxlens.lm.analysis.selfextend as _selfextend
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers
 from ctxlens.lm.families import Family
@@ -154,7 +154,7 @@ class LM:
 
     def layer_type(self, layer: int) -> str:
         """The attention type of ``layer`` (``sliding_attention``, ``full_attention``, ...; see
-        ``ctxlens.lm.rope.layer_type``)."""
+        ``ctxlens.lm.analysis.rope.layer_type``)."""
         return _rope.layer_type(_rope.text_config(self.model), layer)
 
     def inv_freq(self, layer: int) -> torch.Tensor:
@@ -252,7 +252,7 @@ class LM:
 
     def last_states(self, input_ids, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(final hidden state [batch, d_model], output of block ``block`` [batch, d_model] or None)
-        at the last position of ids [batch, seq]: one forward (``ctxlens.lm.capture.last_states``)."""
+        at the last position of ids [batch, seq]: one forward (``ctxlens.lm.analysis.capture.last_states``)."""
         return _capture.last_states(self, self._ids(input_ids), block)
 
     def _logits_post(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -271,7 +271,7 @@ class LM:
     @torch.inference_mode()
     def nll_from_hidden(self, hidden: torch.Tensor, targets: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
         """[batch, n] float32 nats of targets [batch, n] given final hidden states [batch, n, d_model],
-        through the LM head in chunks (``ctxlens.lm.losses``): no full-vocabulary logits for all n."""
+        through the LM head in chunks (``ctxlens.lm.analysis.losses``): no full-vocabulary logits for all n."""
         return _losses.nll_from_hidden(hidden, targets.to(hidden.device), self.model.get_output_embeddings(),
                                        post=self._logits_post(), chunk=chunk)
 
@@ -286,24 +286,24 @@ class LM:
                                    do_sample=False, pad_token_id=pad_token_id)
 
     def capture(self, input_ids, **request) -> _capture.Capture:
-        """One forward returning only the requested slices; see ``ctxlens.lm.capture.run_capture``."""
+        """One forward returning only the requested slices; see ``ctxlens.lm.analysis.capture.run_capture``."""
         return _capture.run_capture(self, self._ids(input_ids), **request)
 
     def scan_qk(self, input_ids: torch.Tensor, layers: Sequence[int],
                 fn: Callable[[_qkscan.QKView], None]) -> None:
         """One forward of ids [1, seq]; ``fn`` gets each of ``layers`` as a ``QKView`` (post-RoPE
         q [H, seq, d], k [KVH, seq, d] and how the layer attends) while the forward runs, and the
-        forward stops after the deepest; see ``ctxlens.lm.qkscan``."""
+        forward stops after the deepest; see ``ctxlens.lm.analysis.qkscan``."""
         _qkscan.scan_qk(self, input_ids, layers, fn)
 
     def self_extend(self, group: int, window: int) -> AbstractContextManager:
         """Context manager: SelfExtend (group size ``group``, neighbour window ``window``) on every
-        attention layer inside the block; see ``ctxlens.lm.selfextend``."""
+        attention layer inside the block; see ``ctxlens.lm.analysis.selfextend``."""
         return _selfextend.self_extend(self, group, window)
 
     def ablate_pairs(self, pairs: Sequence[int], layers: Sequence[int] | None = None) -> AbstractContextManager:
         """Context manager: RoPE frequency ``pairs`` zeroed in q and k of ``layers`` (None: every
-        attention layer) inside the block; see ``ctxlens.lm.selfextend.ablate_pairs``."""
+        attention layer) inside the block; see ``ctxlens.lm.analysis.selfextend.ablate_pairs``."""
         return _selfextend.ablate_pairs(self, pairs, layers)
 
     def mask_heads(self, heads: Mapping[int, Sequence[int]]) -> AbstractContextManager:
@@ -317,7 +317,7 @@ class LM:
         layer type (Gemma 3), all layers of a one-RoPE model. ``max_positions`` first sets the
         config's ``max_position_embeddings`` (dynamic NTK and YaRN scale from it; put back if the
         change fails). Returns the new parameters of what changed (``{layer_type: parameters}`` on
-        a per-type model; see ``ctxlens.lm.rope.set_rope``); ``rope_snapshot`` / ``restore_rope``
+        a per-type model; see ``ctxlens.lm.analysis.rope.set_rope``); ``rope_snapshot`` / ``restore_rope``
         undo it."""
         self.family.require("rope", self.name)
         config = _rope.text_config(self.model)

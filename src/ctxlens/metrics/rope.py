@@ -22,7 +22,7 @@ import torch
 
 from ctxlens.core import stats
 from ctxlens.core.stats import betainc, t_two_sided_p  # noqa: F401 - re-exported: the RoPE tests' p-values
-from ctxlens.lm.rope import LAYOUTS, pair_index  # noqa: F401 - the model's rotary layout, defined once in lm
+from ctxlens.lm.analysis.rope import LAYOUTS, pair_index  # noqa: F401 - the model's rotary layout, defined once in lm
 
 
 def rope_pair_contributions(

@@ -14,10 +14,10 @@ transform is named by a short spec:
 A RoPE change (theta, linear, dynamic, yarn) may end in ``@LAYERS`` (``global``, ``sliding``,
 ``all`` or a layer type): on a model with a RoPE per layer type (Gemma 3) it then changes those
 layers; without it, the global layers, as Gemma 3's own long-context extension does
-(``ctxlens.lm.rope``). ``yarn:4@all`` scales sliding and global layers alike.
+(``ctxlens.lm.analysis.rope``). ``yarn:4@all`` scales sliding and global layers alike.
 
 RoPE changes go through ``LM.set_rope`` (transformers' own rotary code); SelfExtend through
-``ctxlens.lm.selfextend``. ``applied`` undoes the change on exit, so one loaded model serves
+``ctxlens.lm.analysis.selfextend``. ``applied`` undoes the change on exit, so one loaded model serves
 every unit of a run.
 """
 
@@ -40,7 +40,7 @@ class Transform:
     value: float | None = None  # theta or scaling factor
     group: int | None = None  # SelfExtend
     window: int | None = None  # SelfExtend
-    layers: str | None = None  # RoPE changes: which layer types (None: the model's default, see lm.rope)
+    layers: str | None = None  # RoPE changes: which layer types (None: the model's default, see lm.analysis.rope)
 
 
 def _number(spec: str, text: str, integer: bool = False):

@@ -9,7 +9,7 @@ test across inputs reads. ``dominant-dimension`` writes the sums,
 ``positional-heads`` the ranking, ``head-masking`` masks the top of it.
 
 The paper makes no control. ctxlens's negative control (``condition="rope-zeroed"``) repeats the
-detection with every rotary frequency set to 0 (``ctxlens.lm.rope.zero_rotation``): q and k reach
+detection with every rotary frequency set to 0 (``ctxlens.lm.analysis.rope.zero_rotation``): q and k reach
 attention unrotated at every layer (so deeper layers also read a forward without positions), and
 the statistic is computed as in the real detection (the same inputs and queries, the top-k keys of
 each query by the model's logits, now unrotated, under the same causal mask; the per-pair
@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm.rope import zero_rotation
+from ctxlens.lm.analysis.rope import zero_rotation
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, rank_heads
 from ctxlens.probes.extrapolation import applied, train_length

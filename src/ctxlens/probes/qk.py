@@ -5,7 +5,7 @@ The RoPE distance paper ("On the token distance modeling ability of higher RoPE 
 dimension"), Sections 4.1-4.2, reads for every layer and head the logits of chosen queries
 against all earlier keys and splits each logit into the contributions of the RoPE frequency
 pairs (Section 3). ``scan`` runs ``LM.scan_qk`` (one forward, one layer's q/k at a time,
-stopped after the deepest layer; ``ctxlens.lm.qkscan``) and hands each layer to the callback as
+stopped after the deepest layer; ``ctxlens.lm.analysis.qkscan``) and hands each layer to the callback as
 a ``LayerQK``: the model's logits and probabilities of a chunk of queries (``QKView``) plus
 ``pair_contributions``. ``chunk_size`` picks how many query rows fit the working set.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ctxlens.lm import selfextend as _se
-from ctxlens.lm.qkscan import QKView
+from ctxlens.lm.analysis import selfextend as _se
+from ctxlens.lm.analysis.qkscan import QKView
 from ctxlens.metrics.rope import rope_pair_contributions
 
 WORK_BYTES = 512 * 2**20  # working set per chunk of queries

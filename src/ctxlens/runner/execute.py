@@ -77,7 +77,7 @@ class ModelOptions:
     rope_layers: str | None = None
 
 
-# device_map: "auto" / a device / {module: device}; rope_scaling: a dict. The loader and lm.rope check them.
+# device_map: "auto" / a device / {module: device}; rope_scaling: a dict. The loader and lm.analysis.rope check them.
 _UNTYPED = ("device_map", "rope_scaling")
 
 

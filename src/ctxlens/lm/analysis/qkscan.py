@@ -4,7 +4,7 @@ The RoPE distance paper ("On the token distance modeling ability of higher RoPE 
 dimension"), Sections 4.1-4.2, needs for every layer and head the logits of chosen queries
 against all earlier keys. ``scan_qk`` (``LM.scan_qk``) hands each requested layer's
 q [H, L, d] and k [KVH, L, d] to a callback while the forward runs (the ``QKRecorder`` of
-``ctxlens.lm.forward``, shared with ``LM.capture``) and stops after the deepest layer, so only
+``ctxlens.lm.analysis.forward``, shared with ``LM.capture``) and stops after the deepest layer, so only
 one layer's q/k exists at a time beyond what the forward itself holds. ``QKView.logits``
 computes the logit rows of a chunk of queries, masked as the model masks them (causal, sliding
 window, SelfExtend's grouped distances): no L x L matrix is built. Each layer carries its own
@@ -22,11 +22,11 @@ from typing import cast
 
 import torch
 
+import ctxlens.lm.analysis.selfextend as _se
 import ctxlens.lm.attention as attn_fn
-import ctxlens.lm.selfextend as _se
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm.forward import QKRecorder, run_forward
-from ctxlens.lm.rope import text_config
+from ctxlens.lm.analysis.forward import QKRecorder, run_forward
+from ctxlens.lm.analysis.rope import text_config
 
 
 def layer_window(lm, module) -> int | None:

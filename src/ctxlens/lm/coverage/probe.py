@@ -16,7 +16,7 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-import ctxlens.lm.tiny_any as tiny_any
+import ctxlens.lm.tiny.every_type as every_type
 from ctxlens.lm.loading import from_model
 
 SEQ = 24  # tokens per probe; longer than the tiny sliding windows (16), so their masks bite
@@ -51,7 +51,7 @@ class Builder:
 
     def __init__(self, model_type: str, seed: int = 0, build: Callable | None = None):
         self.model_type, self.seed = model_type, seed
-        self._build = build or (lambda **kw: tiny_any.build_tiny(model_type, seed=seed, **kw))
+        self._build = build or (lambda **kw: every_type.build_tiny(model_type, seed=seed, **kw))
         self.state = self._build().state_dict()
 
     def model(self, **config_overrides) -> transformers.PreTrainedModel:

@@ -17,9 +17,9 @@ from typing import cast
 
 import torch
 
+from ctxlens.lm.analysis.rope import rotary_modules
 from ctxlens.lm.attention import scaling_of
-from ctxlens.lm.coverage_probe import Builder, Check, check_close, logits_of, name_of_module, unsupported
-from ctxlens.lm.rope import rotary_modules
+from ctxlens.lm.coverage.probe import Builder, Check, check_close, logits_of, name_of_module, unsupported
 
 # -- post-RoPE q/k vs eager attention ------------------------------------------------------------------
 _Q_PROJECTIONS = ("q_proj", "qkv_proj", "c_attn", "query_key_value", "Wqkv", "q_a_proj", "query")

@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 import ctxlens.lm.attention as attn_fn
-from ctxlens.lm.infer_probe import all_close, tolerance
-from ctxlens.lm.infer_tree import decoder, projection_shape, rotary_modules
+from ctxlens.lm.infer.probe import all_close, tolerance
+from ctxlens.lm.infer.tree import decoder, projection_shape, rotary_modules
 
 
 class _Seen:

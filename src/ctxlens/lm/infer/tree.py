@@ -7,8 +7,8 @@ modules are the ``*RotaryEmbedding`` modules; the MLP branches are the block chi
 classed like an MLP / feed-forward / mixture of experts (failing those, the bare Linears that
 write back to ``d_model``); the decoder is ``base_model`` or the child holding the blocks.
 
-Nothing here runs the model: what is read is checked on a probe (``ctxlens.lm.infer_stream``,
-``ctxlens.lm.infer_attention``).
+Nothing here runs the model: what is read is checked on a probe (``ctxlens.lm.infer.stream``,
+``ctxlens.lm.infer.attention``).
 """
 
 from __future__ import annotations

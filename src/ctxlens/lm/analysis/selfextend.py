@@ -33,8 +33,8 @@ import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+import ctxlens.lm.analysis.rope as _rope
 import ctxlens.lm.attention as attn_fn
-import ctxlens.lm.rope as _rope
 from ctxlens.core.errors import CtxlensError
 
 NAME = "ctxlens-positional"

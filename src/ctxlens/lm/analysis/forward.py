@@ -1,6 +1,6 @@
 """One forward with hooks, a q/k recorder and an early stop: the mechanism every capture shares.
 
-``LM.capture`` (``ctxlens.lm.capture``), the per-layer q/k scan (``ctxlens.lm.qkscan``) and
+``LM.capture`` (``ctxlens.lm.analysis.capture``), the per-layer q/k scan (``ctxlens.lm.analysis.qkscan``) and
 ``LM.last_states`` all run the base model once with some forward hooks installed and, for
 post-RoPE q/k, a recorder pushed on the registered attention function
 (``ctxlens.lm.attention``). Any of them may raise ``Stop`` once it has everything it needs: the

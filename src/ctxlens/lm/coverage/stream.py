@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ctxlens.lm.coverage_probe import Builder, Check, check_close, logits_of, unsupported
+from ctxlens.lm.coverage.probe import Builder, Check, check_close, logits_of, unsupported
 
 # Direct children of a block that are its MLP / FFN / MoE branch (by attribute or class name).
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "mlp_block", "block_sparse_moe", "moe", "shared_mlp", "channel_mixer",

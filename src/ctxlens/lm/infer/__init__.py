@@ -2,12 +2,12 @@
 
 A ``model_type`` with no hand-written ``Family`` (``ctxlens.lm.families``) gets one built here:
 
-1. *Read the tree* (``ctxlens.lm.infer_tree``): the block list, the attention module and its
+1. *Read the tree* (``ctxlens.lm.infer.tree``): the block list, the attention module and its
    output projection, the rotary modules, the MLP branches, the decoder.
-2. *Check each claim on a short probe* (``ctxlens.lm.infer_probe``: ``PROBE_LEN`` tokens, a few
+2. *Check each claim on a short probe* (``ctxlens.lm.infer.probe``: ``PROBE_LEN`` tokens, a few
    forwards) against a route that does not use it, with tolerances that follow the model's
-   dtype: token losses and the residual read point (``ctxlens.lm.infer_stream``); q/k capture,
-   head masking and the RoPE pair layout (``ctxlens.lm.infer_attention``).
+   dtype: token losses and the residual read point (``ctxlens.lm.infer.stream``); q/k capture,
+   head masking and the RoPE pair layout (``ctxlens.lm.infer.attention``).
 3. *Assemble the Family* (this module): what the checks confirmed, the model's kind and position
    encoding.
 
@@ -21,10 +21,10 @@ from collections.abc import Callable
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import Family
-from ctxlens.lm.infer_attention import check_head_mask, check_qk, check_rope_layout, recording_modules
-from ctxlens.lm.infer_probe import PROBE_LEN, probe_ids
-from ctxlens.lm.infer_stream import check_logits, check_residual
-from ctxlens.lm.infer_tree import (
+from ctxlens.lm.infer.attention import check_head_mask, check_qk, check_rope_layout, recording_modules
+from ctxlens.lm.infer.probe import PROBE_LEN, probe_ids
+from ctxlens.lm.infer.stream import check_logits, check_residual
+from ctxlens.lm.infer.tree import (
     any_block_list,
     embedding_width,
     find_attention,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ctxlens.lm.infer_probe import all_close, relative_error
-from ctxlens.lm.infer_tree import decoder, embedding_width, is_norm, mlp_branches, text_config
+from ctxlens.lm.infer.probe import all_close, relative_error
+from ctxlens.lm.infer.tree import decoder, embedding_width, is_norm, mlp_branches, text_config
 
 
 def _post_candidates(config) -> list[tuple[str, Callable | None]]:

@@ -3,7 +3,7 @@
 A request names layers and positions; ``run_capture`` installs hooks that copy
 ``x[:, positions]`` as each layer runs, records post-RoPE q/k through the registered attention
 function (``ctxlens.lm.attention``), and stops the forward after the deepest layer anyone
-asked for (the hooks, recorder and stop of ``ctxlens.lm.forward``, shared with the q/k scan).
+asked for (the hooks, recorder and stop of ``ctxlens.lm.analysis.forward``, shared with the q/k scan).
 Memory grows with ``len(layers) x len(positions) x d_model``, not with sequence length x
 layers. On a model split over several devices by a device map, every slice
 goes to the CPU as soon as it is taken (``ctxlens.lm.placement.capture_device``).
@@ -18,7 +18,7 @@ import torch
 
 import ctxlens.lm.placement as placement
 from ctxlens.core.errors import CtxlensError
-from ctxlens.lm.forward import QKRecorder, Stop, run_forward
+from ctxlens.lm.analysis.forward import QKRecorder, Stop, run_forward
 
 
 def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:

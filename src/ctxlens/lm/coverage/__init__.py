@@ -1,20 +1,20 @@
 """Coverage: which analyses pass their independent checks on every decoder type transformers has.
 
-For each in-scope model type of transformers' causal-LM mapping (``ctxlens.lm.tiny_any``) this
+For each in-scope model type of transformers' causal-LM mapping (``ctxlens.lm.tiny.every_type``) this
 builds a tiny random model, wraps it with ``ctxlens.lm.from_model`` (the path a loaded model
 takes, hand-written family or inferred adapter) and runs five checks, each against a truth
 that does not go through ctxlens:
 
-- ``token_loss``, ``residual`` (``ctxlens.lm.coverage_stream``): token losses vs the model's own
+- ``token_loss``, ``residual`` (``ctxlens.lm.coverage.stream``): token losses vs the model's own
   cross-entropy; the residual after the mixer vs the block output with its MLP branch zeroed;
-- ``qk``, ``head_mask``, ``rope`` (``ctxlens.lm.coverage_attention``): captured q/k vs eager
+- ``qk``, ``head_mask``, ``rope`` (``ctxlens.lm.coverage.attention``): captured q/k vs eager
   attention probabilities; head masking vs zeroed output-projection columns; ``set_rope`` vs a
   model built from the edited config.
 
 Each check ends ``pass``, ``fail`` (what differed, or the exception's first line),
 ``unsupported`` (the adapter declines the analysis for this model, with its reason) or ``n/a``
 (the model has no attention / no MLP branch / no RoPE). Every check builds its own copy of the
-model (same seed, same weights; ``ctxlens.lm.coverage_probe``), so one check's edits never reach
+model (same seed, same weights; ``ctxlens.lm.coverage.probe``), so one check's edits never reach
 another. This module runs the checks over one type or all of them and renders the table.
 """
 
@@ -27,12 +27,12 @@ from dataclasses import asdict, dataclass, field
 import torch
 import transformers
 
-import ctxlens.lm.tiny_any as tiny_any
+import ctxlens.lm.tiny.every_type as every_type
 from ctxlens.core.errors import unknown
-from ctxlens.lm.coverage_attention import check_head_mask, check_qk, check_rope
-from ctxlens.lm.coverage_probe import Builder, Check, probe_ids
-from ctxlens.lm.coverage_stream import check_residual, check_token_loss
-from ctxlens.lm.tiny_any import first_line
+from ctxlens.lm.coverage.attention import check_head_mask, check_qk, check_rope
+from ctxlens.lm.coverage.probe import Builder, Check, probe_ids
+from ctxlens.lm.coverage.stream import check_residual, check_token_loss
+from ctxlens.lm.tiny.every_type import first_line
 
 ANALYSES = ("token_loss", "residual", "qk", "head_mask", "rope")
 STATUSES = ("pass", "fail", "unsupported", "n/a")
@@ -100,15 +100,15 @@ def run(types: Iterable[str] | None = None, threads: int = 1,
     rows, out = [], []
     wanted = list(types) if types is not None else None
     for t in wanted or []:
-        if t not in tiny_any.causal_lm_types():
-            raise unknown("model type", t, tiny_any.causal_lm_types())
+        if t not in every_type.causal_lm_types():
+            raise unknown("model type", t, every_type.causal_lm_types())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             logging.getLogger("ctxlens").setLevel(logging.ERROR)
-            for t in tiny_any.causal_lm_types() if wanted is None else wanted:
-                category, reason = tiny_any.scope(t)
-                if category != tiny_any.IN_SCOPE:
+            for t in every_type.causal_lm_types() if wanted is None else wanted:
+                category, reason = every_type.scope(t)
+                if category != every_type.IN_SCOPE:
                     out.append({"type": t, "category": category, "reason": reason})
                     continue
                 row = check_type(t)
