@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_tasks(args, extra: list[str]) -> int:
     from ctxlens.tasks import RULER_TASKS
-    from ctxlens.tasks.export import export_tasks, task_table
+    from ctxlens.tasks.export import Prompting, export_tasks, task_table
 
     if args.action == "list":
         if extra:
@@ -153,9 +153,9 @@ def _cmd_tasks(args, extra: list[str]) -> int:
                            "GGUF, zoo:NAME, ref:NAME) so lengths count its tokens, or --tokenizer byte for byte-length "
                            "prompts.")
     lengths = _export_numbers(args)
-    files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out,
-                         template=args.template, budget=args.max_new_tokens, options=options,
-                         system_prompt=args.system_prompt, cache=not args.no_cache)
+    prompting = Prompting(args.template, args.max_new_tokens, options, args.system_prompt)
+    files = export_tasks(names, args.tokenizer, lengths, args.n, args.seed, args.out, prompting,
+                         cache=not args.no_cache)
     for f in files:
         print(f)
     return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxlens.tasks.base import Sample
@@ -153,21 +154,31 @@ def task_table() -> list[dict]:
              "what": t.doc} for t in tasks().values()]
 
 
-def export_tasks(names: list[str], tokenizer: str, lengths: list[int], n: int, seed: int, out: str,
-                 template: str = "auto", budget: int | None = None, options: dict | None = None,
-                 system_prompt: str = "default", cache: bool = True) -> list[Path]:
-    """Generate ``names`` at ``lengths`` with ``tokenizer`` and write them in RULER's layout.
+@dataclass(frozen=True)
+class Prompting:
+    """How ``export_tasks`` renders every task's prompts (``ctxlens.tasks.dataset.generate``'s options):
+    ``template`` auto | plain | chat, the generation ``budget`` (None: each task's RULER budget), task
+    ``options`` (``ctxlens.tasks.base.check_options``; each goes to the tasks that take it), a chat
+    prompt's ``system_prompt``."""
 
-    ``options`` (task options, ``ctxlens.tasks.base.check_options``) go to the tasks that take them;
-    each must be taken by at least one of ``names``."""
+    template: str = "auto"
+    budget: int | None = None
+    options: dict = field(default_factory=dict)
+    system_prompt: str = "default"
+
+
+def export_tasks(names: list[str], tokenizer: str, lengths: list[int], n: int, seed: int, out: str,
+                 prompting: Prompting = Prompting(), cache: bool = True) -> list[Path]:
+    """Generate ``names`` at ``lengths`` with ``tokenizer`` as ``prompting`` says and write them in
+    RULER's layout; each task option must be taken by at least one of ``names``."""
     from ctxlens.tasks.base import check_options, taken_by
     from ctxlens.tasks.dataset import generate
 
-    options = dict(options or {})
+    options = dict(prompting.options)
     check_options(names, options)
     tok = load_tokenizer(tokenizer)
     samples = [s for length in lengths for name in names
-               for s in generate(name, tok, length, n, seed, template=template, budget=budget,
+               for s in generate(name, tok, length, n, seed, template=prompting.template, budget=prompting.budget,
                                  options={k: v for k, v in options.items() if k in taken_by(name)},
-                                 system_prompt=system_prompt, cache=cache)]
+                                 system_prompt=prompting.system_prompt, cache=cache)]
     return export(samples, out, tok)
