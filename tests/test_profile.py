@@ -422,3 +422,41 @@ def test_redo_refuses_an_unknown_part_and_a_profile_never_planned(llama, tmp_pat
     err = capsys.readouterr().err.strip()
     assert "holds no plan for" in err and "without --redo first" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "p").exists()
+
+
+def test_a_pace_refitted_to_one_timed_forward_predicts_that_forward_and_keeps_the_probe_point():
+    """``Throughput.through``: closed form. After re-fitting to a forward of L tokens that took t seconds,
+    the estimate at L is t, the estimate at the probe's own length is unchanged, and the slope never
+    goes negative (a forward faster than the probe's pace keeps the per-token cost flat)."""
+    speed = Throughput(prefill=500.0, at=2000, slope=1e-8, decode=15.0, seconds=5.0)
+    slower = speed.through(8000, 40.0)
+    assert slower.prefill_seconds(8000) == pytest.approx(40.0)
+    assert slower.prefill_seconds(2000) == pytest.approx(speed.prefill_seconds(2000))
+    assert slower.seconds == pytest.approx(45.0) and slower.slope > speed.slope
+    assert speed.through(8000, 1.0).slope == 0.0  # faster than linear: flat, never negative
+    assert speed.through(1000, 9.0) is speed  # at or below the probe's length: nothing to learn
+
+
+def test_the_profile_times_one_forward_at_l_when_the_probe_stopped_short(monkeypatch):
+    """``_at_length``: one forward of exactly L tokens, timed, and a note with both numbers; none when the
+    probe reached L, or when the forward would take more than the share of the budget allowed."""
+    now = [0.0]
+
+    class Quadratic:  # a forward of n tokens takes (n / 1000)^2 seconds on a fake clock
+        vocab_size = 50
+        shapes: list = []
+
+        def final_hidden(self, ids):
+            self.shapes.append(tuple(ids.shape))
+            now[0] += (ids.shape[1] / 1000) ** 2
+
+    monkeypatch.setattr(command.time, "perf_counter", lambda: now[0])
+    lm = Quadratic()
+    speed = Throughput(prefill=1000.0, at=1000, slope=0.0, decode=15.0, seconds=2.0)  # predicts 8 s at 8000
+    timed, note = command._at_length(lm, speed, 8000, allowed=60.0)
+    assert lm.shapes == [(1, 8000)]
+    assert timed.prefill_seconds(8000) == pytest.approx(64.0)  # what the forward took
+    assert "took 64.0 s" in note and "predicted 8.0 s" in note and "L = 8000" in note
+    assert command._at_length(lm, speed, 1000, allowed=60.0) is None  # the probe reached L
+    assert command._at_length(lm, speed, 8000, allowed=5.0) is None  # 8 s predicted: over the share
+    assert lm.shapes == [(1, 8000)]  # neither ran a forward

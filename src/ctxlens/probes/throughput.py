@@ -14,6 +14,7 @@ one-token one from the same prompts (neither may stop early). An estimate, not a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -40,6 +41,15 @@ class Throughput:
         """Estimated seconds of ``sequences`` forwards of ``length`` tokens each."""
         per_token = 1.0 / self.prefill + self.slope * (length - self.at)
         return sequences * length * max(per_token, 0.5 / self.prefill)  # never below half the measured cost
+
+    def through(self, length: int, took: float) -> Throughput:
+        """This pace with its slope re-fitted so that one forward of ``length`` (> ``at``) tokens takes
+        ``took`` seconds, as timed: the per-token cost at ``at`` stays, the growth between is linear.
+        Its ``prefill_seconds(length)`` is then ``took``, up to the floor of half the measured cost."""
+        if length <= self.at:
+            return self
+        slope = max(0.0, (took / length - 1.0 / self.prefill) / (length - self.at))
+        return dataclasses.replace(self, slope=slope, seconds=self.seconds + took)
 
     def decode_seconds(self, new_tokens: int) -> float:
         return new_tokens / self.decode

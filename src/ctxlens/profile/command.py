@@ -226,6 +226,11 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
         fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)
+        if probe is None and (timed := _at_length(lm, speed, fit.size.length, PROBE_SHARE * seconds)):
+            speed, note = timed  # the pace at L itself: plan again with it
+            available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
+            fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)
+            fit.notes.insert(0, note)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),
                      size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
@@ -239,6 +244,27 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
         _write(ctx.out, ctx.record)
     _print_plan(spec, state, seconds)
     return _run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
+
+
+def _at_length(lm, speed, length: int, allowed: float):
+    """(``speed`` re-fitted to one forward of ``length`` tokens, timed; a note saying so) when the probe
+    stopped short of ``length`` and that forward should take at most ``allowed`` seconds; else None.
+    The short probe extrapolates the per-token cost linearly, which a long input's memory traffic
+    outgrows (Gemma-3-270M on 2 CPU cores: the probe to 2155 tokens planned loss-vs-length at L = 8192
+    at 4 min; it took 11)."""
+    import torch
+
+    if length <= speed.at or speed.prefill_seconds(length) > allowed:
+        return None
+    ids = torch.randint(0, lm.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))  # [1, length]
+    predicted = speed.prefill_seconds(length)
+    began = time.perf_counter()
+    with torch.inference_mode():
+        lm.final_hidden(ids)
+    took = time.perf_counter() - began
+    note = (f"probe re-timed at L = {length}: one forward took {took:.1f} s where the probe to {speed.at} tokens "
+            f"predicted {predicted:.1f} s; planned with the pace at L")
+    return speed.through(length, took), note
 
 
 def _calibrated(lm, speed):
