@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.units import Cache
 from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
 
 Style = typing.Literal["corpus", "classic", "ruler"]
@@ -176,14 +177,14 @@ def ruler_needle_accuracy(lm, length: int, depth: float, n: int, seed: int) -> d
 # --------------------------------------------------------------------------------------
 
 
-def _bytes_per_token(lm, seed: int, cache: dict) -> float:
+def _bytes_per_token(lm, seed: int, cache: Cache) -> float:
     if "bytes_per_token" not in cache:
         text = corpus_text(seed, 8192, split="test")
         cache["bytes_per_token"] = len(text.encode()) / max(1, len(lm.tokenizer.encode(text, add_special_tokens=False)))
     return cache["bytes_per_token"]
 
 
-def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: dict
+def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: Cache
                    ) -> tuple[list[list[int]], list[list[int]], int]:
     """(prompt ids, answer ids, lost) for ``n`` corpus probes of about ``length`` tokens in all,
     the fact at ``depth`` of the prompt (0: start, 1: just before the question).
@@ -205,7 +206,7 @@ def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: dict
 
 
 @torch.inference_mode()
-def needle_accuracy(lm, length: int, depth: float, n: int, seed: int, batch_size: int, cache: dict) -> dict:
+def needle_accuracy(lm, length: int, depth: float, n: int, seed: int, batch_size: int, cache: Cache) -> dict:
     """Greedy exact-match accuracy: every answer token is the argmax given the prompt and the
     answer tokens before it (equivalent to greedy decoding reproducing the answer)."""
     lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")

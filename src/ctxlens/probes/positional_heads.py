@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.units import Cache, Unit
 from ctxlens.lm.analysis.rope import zero_rotation
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, rank_heads
@@ -38,7 +39,7 @@ def validate_fractions(fractions: list[float]) -> None:
         raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
 
 
-def distance_sums(lm, config, unit: dict, cache: dict, drop_pairs=(), per_prompt: list | None = None,
+def distance_sums(lm, config, unit: Unit, cache: Cache, drop_pairs=(), per_prompt: list | None = None,
                   condition: str = REAL) -> DistanceSums:
     """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs of
     ``config.source`` (config: source, text_field, seed, n_samples, top_k, n_queries, layers,
@@ -86,7 +87,7 @@ def check_zeroed(lm, layers, condition: str) -> None:
                            "control at a length inside the model's positions or with control=none.")
 
 
-def detection(lm, config, unit: dict, cache: dict, condition: str = REAL) -> tuple[list[dict], list[dict]]:
+def detection(lm, config, unit: Unit, cache: Cache, condition: str = REAL) -> tuple[list[dict], list[dict]]:
     """(correlation rows of every head pooled over the inputs, strongest first by ``config.rank_by``
     with ``rank``; the per-input correlation rows), cached per unit, detection options and
     ``condition`` (``REAL`` or ``ROPE_ZEROED``)."""
@@ -99,7 +100,7 @@ def detection(lm, config, unit: dict, cache: dict, condition: str = REAL) -> tup
     return cache[key]
 
 
-def ranked_heads(lm, config, unit: dict, cache: dict) -> list[dict]:
+def ranked_heads(lm, config, unit: Unit, cache: Cache) -> list[dict]:
     """Correlation rows of every head, strongest first by ``config.rank_by``, with ``rank``
     (cached per unit and detection options)."""
     return detection(lm, config, unit, cache)[0]

@@ -17,7 +17,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
-from ctxlens.core.units import Unit
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
 from ctxlens.probes.source import SourceOptions
@@ -71,7 +71,7 @@ def units(config) -> list[Unit]:
             for t in config.transforms for length in config.lengths]
 
 
-def windows(lm, config, length: int, cache: dict, n: int | None = None, seed: int | None = None) -> torch.Tensor:
+def windows(lm, config, length: int, cache: Cache, n: int | None = None, seed: int | None = None) -> torch.Tensor:
     """[n, length] token ids from ``config.source``, each input a window of its own length
     (``ctxlens.probes.windows``, cached per length, n and seed)."""
     n = config.n_samples if n is None else n
@@ -96,7 +96,7 @@ def shared_pairs(lm, layers) -> int:
     return next(iter(counts.values()))
 
 
-def coordinates(lm, config, unit: dict) -> dict:
+def coordinates(lm, config, unit: Unit) -> Row:
     """Columns every row of a unit carries: training length and whether the unit is beyond it."""
     trained = train_length(lm, config.train_length)
     return {"train_length": trained, "beyond_train": unit["length"] > trained, "bos": reads_bos(lm, config)}

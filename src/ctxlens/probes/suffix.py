@@ -33,7 +33,7 @@ import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
-from ctxlens.core.units import Unit
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.metrics.geometry import AccsAccumulator
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.probes.windows import Windows, source_windows
@@ -108,7 +108,7 @@ def units(config) -> list[Unit]:
 # --------------------------------------------------------------------------------------
 
 
-def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: dict) -> Windows:
+def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: Cache) -> Windows:
     """The run's ``n_sequences`` windows of ``options.source``, cut once at max(lengths) so that
     suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length], the
     BOS first where ``options.bos`` asks for one (``.bos``: the rows' ``bos`` column)."""
@@ -310,7 +310,7 @@ def geometry_row(coords: dict, shuffle: Shuffle | None, stream: str, layer: int,
 
 
 def window_rows(coords: dict, shuffle: Shuffle | None, stream: str, layer: int, result: dict,
-                layer_type: str | None = None) -> list[dict]:
+                layer_type: str | None = None) -> list[Row]:
     """The per-window rows behind the window bootstrap (``PerWindow``): one ``level="window"`` row per
     sample (``sample_self_sim``: the mean cos(h_i, h'_i) over its ``n`` positions) and one ``level="pair"``
     row per pair of samples a < b (``cross_cos``: the mean cosine between their 2 n_a x 2 n_b vectors of

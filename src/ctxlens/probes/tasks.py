@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.core.units import Cache, Row
 from ctxlens.tasks import RULER_TASKS
 from ctxlens.tasks.backends import Backend, backend_for
 from ctxlens.tasks.base import Sample, check_options, taken_by
@@ -108,7 +109,7 @@ def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
     return out
 
 
-def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra: dict | None = None) -> list[Sample]:
+def samples(lm, config: TaskOptions, task: str, length: int, cache: Cache, extra: dict | None = None) -> list[Sample]:
     """The (cached) dataset of ``task`` at ``length`` for ``lm``'s tokenizer."""
     from ctxlens.tasks.dataset import generate
 
@@ -124,7 +125,7 @@ def samples(lm, config: TaskOptions, task: str, length: int, cache: dict, extra:
     return last[1]
 
 
-def decode(lm, config: TaskOptions, cache: dict, prompts: list[list[int]], budgets: list[int]) -> list[str]:
+def decode(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], budgets: list[int]) -> list[str]:
     """Greedy answers of ``prompts``; in a run, each batch's answers are checkpointed as it finishes
     and answers an interrupted attempt of the unit kept are not decoded again (``core.progress``)."""
     if "backend" not in cache:
@@ -182,7 +183,7 @@ def answer_depth(sample: Sample) -> dict:
     return {}
 
 
-def rows_for(lm, config: TaskOptions, cache: dict, batch: list[Sample], visible: int | None = None) -> list[dict]:
+def rows_for(lm, config: TaskOptions, cache: Cache, batch: list[Sample], visible: int | None = None) -> list[Row]:
     """Generate for every sample of ``batch`` (optionally seeing only its last ``visible`` tokens), score."""
     bos = len(cache.setdefault("bos", _bos(lm)))
     prompts = [s.input_ids if visible is None else
@@ -202,7 +203,7 @@ def rows_for(lm, config: TaskOptions, cache: dict, batch: list[Sample], visible:
     return rows
 
 
-def flagged(err: CtxlensError) -> list[dict]:
+def flagged(err: CtxlensError) -> list[Row]:
     """The one row of a unit whose prompts cannot be built at its length (``TooShort``); every other
     error (a missing file, no chat template) stops the run with its sentence."""
     return [{"sample": None, "score": None, "flag": str(err)}]

@@ -16,10 +16,11 @@ from collections.abc import Iterator
 
 import torch
 
+from ctxlens.core.units import Cache
 from ctxlens.probes.windows import bos_id, is_random, source_windows
 
 
-def samples(lm, config, length: int, cache: dict) -> torch.Tensor:
+def samples(lm, config, length: int, cache: Cache) -> torch.Tensor:
     """The ``config.n_samples`` token windows of ``length`` ids of ``config.source``: [n_samples, length] (cached)."""
     return source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,
                           text_field=config.text_field).ids

@@ -10,6 +10,7 @@ prompts at ``unit["length"]`` and one visible ``unit["fraction"]``.
 from __future__ import annotations
 
 from ctxlens.core.options import PositiveFraction, option
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
@@ -23,7 +24,7 @@ def fractions_option():
 Fractions = list[PositiveFraction]
 
 
-def visible_rows(lm, config: TaskOptions, unit: dict, cache: dict, extra: dict | None = None) -> list[dict]:
+def visible_rows(lm, config: TaskOptions, unit: Unit, cache: Cache, extra: dict | None = None) -> list[Row]:
     """The scored rows of one unit: the samples of ``unit["task"]`` built at ``unit["length"]``
     (with the task options ``extra``), each prompt cut to its last ``fraction x (length - budget)``
     tokens; one flagged row when the prompts cannot be built at that length (``TooShort``)."""

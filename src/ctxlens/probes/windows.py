@@ -23,6 +23,7 @@ from typing import Literal, overload
 import torch
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.units import Cache
 from ctxlens.data.sources import open_source
 from ctxlens.data.windows import token_windows
 
@@ -97,7 +98,7 @@ def cut_windows(lm, source: str, length: int, n: int, seed: int, *, text_field: 
     return token_windows(opened, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
 
 
-def source_windows(lm, source: str, lengths: Sequence[int], n: int, seed: int, cache: dict, *,
+def source_windows(lm, source: str, lengths: Sequence[int], n: int, seed: int, cache: Cache, *,
                    text_field: str = "text", bos: bool | None = False) -> Windows:
     """``n`` windows of ``source`` cut at max(lengths), cached in ``cache`` (the runner's per-model
     dict) per source, text field, seed, n and cut length; ``bos``: see ``bos_id`` (None: auto)
