@@ -252,35 +252,34 @@ def _at_length(lm, speed, length: int, allowed: float):
     The short probe extrapolates the per-token cost linearly, which a long input's memory traffic
     outgrows (Gemma-3-270M on 2 CPU cores: the probe to 2155 tokens planned loss-vs-length at L = 8192
     at 4 min; it took 11)."""
-    import torch
-
-    if length <= speed.at or speed.prefill_seconds(length) > allowed:
-        return None
-    ids = torch.randint(0, lm.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))  # [1, length]
     predicted = speed.prefill_seconds(length)
-    began = time.perf_counter()
-    with torch.inference_mode():
-        lm.final_hidden(ids)
-    took = time.perf_counter() - began
+    if length <= speed.at or predicted > allowed:
+        return None
+    took = _timed_forward(lm, length)
     note = (f"probe re-timed at L = {length}: one forward took {took:.1f} s where the probe to {speed.at} tokens "
             f"predicted {predicted:.1f} s; planned with the pace at L")
     return speed.through(length, took), note
+
+
+def _timed_forward(lm, n: int) -> float:
+    """Seconds of one forward of ``n`` random token ids (seeded) through ``lm``."""
+    import torch
+
+    ids = torch.randint(0, lm.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))  # [1, n]
+    began = time.perf_counter()
+    with torch.inference_mode():
+        lm.final_hidden(ids)
+    return time.perf_counter() - began
 
 
 def _calibrated(lm, speed):
     """The probe's pace re-timed on one forward of ``CALIBRATE`` tokens when the probe stopped at
     fewer (on a busy machine it may stop at 32, where the cost of a forward, not of its tokens,
     sets the pace and every longer input would be estimated far too slow)."""
-    import torch
-
     n = min(CALIBRATE, lm.info.max_positions or CALIBRATE)
     if speed.at >= n:
         return speed
-    ids = torch.randint(0, lm.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))  # [1, n]
-    began = time.perf_counter()
-    with torch.inference_mode():
-        lm.final_hidden(ids)
-    took = time.perf_counter() - began
+    took = _timed_forward(lm, n)
     return dataclasses.replace(speed, prefill=n / took, at=n, seconds=speed.seconds + took)
 
 
