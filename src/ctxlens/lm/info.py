@@ -172,8 +172,11 @@ def model_config(spec: str, trust_remote_code: bool = False, revision: str | Non
     from ctxlens.lm.specs import resolved
 
     where = resolved(spec)
-    config_file = Path(where.path) / "config.json"
-    stamp = (config_file.stat().st_mtime_ns, config_file.stat().st_size) if config_file.is_file() else None
+    try:
+        found = (Path(where.path) / "config.json").stat()
+        stamp = (found.st_mtime_ns, found.st_size)
+    except OSError:  # a hub id: transformers' own cache
+        stamp = None
     return where, copy.deepcopy(_read_config(where.path, spec, trust_remote_code, revision, stamp))
 
 
