@@ -1,6 +1,6 @@
 """The runner's time estimate against the real time (issue 33 part 4, target: within 30 %).
 
-For each of three experiments on SmolLM2-135M (``ref:smollm2-135m``), in one process with the
+For each of five experiments on SmolLM2-135M (``ref:smollm2-135m``), in one process with the
 model loaded once: the plan's estimate from the throughput probe at the plan's lengths
 (``ctxlens.runner.plans.estimate_seconds``, exactly what ``ctxlens run`` prints), then the run of
 the same plan (``ctxlens.runner.execute.run`` into a fresh directory, no progress bar), timed.
@@ -26,6 +26,11 @@ PLANS = {  # experiment -> options (full, quick)
                        {"lengths": [64, 256, 1024], "n_samples": 4}),
     "ruler": ({"tasks": ["niah_single_1", "vt"], "lengths": [1024, 2048], "n_samples": 4, "max_new_tokens": 16},
               {"tasks": ["niah_single_1"], "lengths": [512, 1024], "n_samples": 4, "max_new_tokens": 8}),
+    # the per-(query, key) pair work outweighs the forward at short lengths (the profile's heads at L = 256)
+    "positional-heads": ({"lengths": [256], "n_samples": 8, "n_queries": 238, "top_k": 64, "control": "rope-zeroed"},
+                         {"lengths": [256], "n_samples": 3, "n_queries": 128, "top_k": 64, "control": "rope-zeroed"}),
+    "dominant-dimension": ({"lengths": [512, 2048], "n_samples": 2, "n_queries": 128, "top_k": 100},
+                           {"lengths": [256, 1024], "n_samples": 1, "n_queries": 64, "top_k": 100}),
 }
 TARGET = 0.30  # |estimate / actual - 1|
 

@@ -26,3 +26,18 @@ def test_pair_index_rejects_bad_input():
         pair_index(7, "half")
     with pytest.raises(ValueError):
         pair_index(8, "diagonal")
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_pairs_are_bit_for_bit_one_addition_of_the_two_products_when_broadcast(layout):
+    """The shapes of the dominant-dimension scan (q [H, c, 1, d] against keys [H, c, t, d]), with a
+    partial rotary part: each pair is exactly q_a k_a + q_b k_b."""
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 5, 1, 12, generator=g), torch.randn(2, 5, 7, 12, generator=g)
+    pairs, _ = rope_pair_contributions(q, k, layout=layout, rotary_dims=8)
+    for i, (a, b) in enumerate(pair_index(8, layout).tolist()):
+        assert torch.equal(pairs[..., i], q[..., a] * k[..., a] + q[..., b] * k[..., b])
+    with pytest.raises(ValueError):
+        rope_pair_contributions(q, k, layout="diagonal")
+    with pytest.raises(ValueError):
+        rope_pair_contributions(q, k, rotary_dims=7)

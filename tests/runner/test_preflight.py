@@ -58,7 +58,7 @@ def test_a_plan_over_max_hours_is_refused_after_the_probe_before_any_unit(monkey
     with pytest.raises(CtxlensError, match=r"over --max-hours 1;.*None of its units ran"):
         run("token-loss", [MODEL], tmp_path / "out", {"lengths": "16,32", "n_samples": "2", "source": "random"},
             progress=False, max_hours=1)
-    assert probed == [{"lengths": [16, 32], "batch": 1, "decode": False}]  # the plan's own lengths
+    assert probed == [{"lengths": [16, 32], "batch": 1, "decode": False, "pairs": False}]  # the plan's own lengths
     assert not (tmp_path / "out").exists()
 
 

@@ -61,12 +61,16 @@ def lengths_that_fit(info, candidates, extrapolate: bool) -> list[int]:
 @dataclass(frozen=True)
 class Work:
     """Tokens one unit processes: ``sequences`` forwards of ``length`` tokens and ``new_tokens``
-    generated in all (greedy decoding after those prompts), ``batch`` sequences decoded together."""
+    generated in all (greedy decoding after those prompts), ``batch`` sequences decoded together;
+    ``pairs``: (query, key) pairs whose per-frequency RoPE contributions it computes, each at every
+    attention layer and head (the rope-distance paper's dominant dimension and top pairs, Sections
+    4.1-4.2; ``probes.dominant.query_key_pairs``), a cost of its own beside the forwards."""
 
     sequences: int
     length: int
     new_tokens: int = 0
     batch: int = 1
+    pairs: int = 0
 
     @property
     def prompt_tokens(self) -> int:

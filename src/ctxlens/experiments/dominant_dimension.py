@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
-from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import correlation_rows, curve_rows
+from ctxlens.probes.dominant import correlation_rows, curve_rows, query_key_pairs
 from ctxlens.probes.positional_heads import distance_sums
 
 
@@ -46,6 +46,12 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
             + [{"kind": "curve", **row, **extra} for row in curve_rows(sums, config.n_bins)])
 
 
+def work(config: Config, unit: Unit) -> list[Work]:
+    """One forward per input and its queries' top-k pairs."""
+    n = config.n_samples
+    return [Work(n, unit["length"], pairs=n * query_key_pairs(unit["length"], config.n_queries, config.top_k))]
+
+
 COLUMNS = declare(
     ROPE_UNIT, KIND, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
     Column("top_k", int, "", "frequency pairs taken as a query-key pair's top contributors"),
@@ -54,7 +60,7 @@ COLUMNS = declare(
 
 register(Experiment(
     "dominant-dimension", Config, plan, run, needs=("rope",), doc=summary(__doc__),
-    paper="rope-distance", section="Section 4.2, equations 13-15",
+    paper="rope-distance", section="Section 4.2, equations 13-15", work=work,
     smoke=Smoke({"lengths": [32, 64], "n_samples": 2, "top_k": 8, "n_bins": 4, "train_length": 48},
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_queries": 64}),
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T, 2 * T], "n_samples": 2, "n_queries": 64},

@@ -42,7 +42,7 @@ from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N,
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import as_mask, n_selected, random_heads
+from ctxlens.probes.dominant import as_mask, n_selected, query_key_pairs, random_heads
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.perplexity import window_nll
 from ctxlens.probes.positional_heads import ranked_heads
@@ -182,7 +182,8 @@ def work(config: Config, unit: Unit) -> list[Work]:
     first_top = (unit["condition"] == "top" and unit["fraction"] == config.fractions[0]
                  and unit["length"] == config.lengths[0])
     if first_top and config.detect_length:
-        out.append(Work(config.detect_samples, config.detect_length))
+        out.append(Work(config.detect_samples, config.detect_length, pairs=config.detect_samples * query_key_pairs(
+            config.detect_length, config.n_queries, config.top_k)))
     return out
 
 

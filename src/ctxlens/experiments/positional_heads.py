@@ -40,7 +40,7 @@ from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import CONDITION, FRACTION, KIND, ROPE_LAYER, ROPE_UNIT, declare, pick
 from ctxlens.experiments.registry import DEMO_ROPE, T, register
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import n_selected
+from ctxlens.probes.dominant import n_selected, query_key_pairs
 from ctxlens.probes.positional_heads import REAL, ROPE_ZEROED, detection
 
 Control = Literal["none", "rope-zeroed"]
@@ -112,8 +112,9 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 def work(config: Config, unit: Unit) -> list[Work]:
-    """One forward per input, twice with the RoPE-zeroed control."""
-    return [Work(config.n_samples * (2 if config.control == ROPE_ZEROED else 1), unit["length"])]
+    """One forward per input and its queries' top-k pairs, twice with the RoPE-zeroed control."""
+    n = config.n_samples * (2 if config.control == ROPE_ZEROED else 1)
+    return [Work(n, unit["length"], pairs=n * query_key_pairs(unit["length"], config.n_queries, config.top_k))]
 
 
 

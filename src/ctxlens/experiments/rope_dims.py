@@ -18,7 +18,7 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
-from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
+from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ROPE_LAYER, ROPE_UNIT, declare
 from ctxlens.experiments.registry import DEMO_ROPE, T, register
 from ctxlens.metrics.rope import top_pair_counts
@@ -84,9 +84,14 @@ COLUMNS = declare(
 )
 
 
+def work(config: Config, unit: Unit) -> list[Work]:
+    """One forward per input and its ``n_pairs`` sampled (query, key) pairs."""
+    return [Work(config.n_samples, unit["length"], pairs=config.n_samples * config.n_pairs)]
+
+
 register(Experiment(
     "rope-dims", Config, plan, run, needs=("rope",), doc=summary(__doc__),
-    paper="rope-distance", section="Section 4.1",
+    paper="rope-distance", section="Section 4.1", work=work,
     smoke=Smoke({"lengths": [64], "n_samples": 2, "n_pairs": 100},
                 at_length=lambda L: {"source": "random", "lengths": [L], "n_samples": 1, "n_pairs": 500}),
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 2, "n_pairs": 500},

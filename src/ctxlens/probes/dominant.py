@@ -54,13 +54,25 @@ class DistanceSums:
         return dist, self.sums[li, head].cpu()[dist] / counts[dist], counts[dist]
 
 
+def query_positions(length: int, n_queries: int = 0) -> torch.Tensor:
+    """[c] the queries of an input of ``length`` tokens: every token, or ``n_queries`` evenly spaced ones."""
+    if not n_queries or n_queries >= length:
+        return torch.arange(length)
+    return torch.linspace(0, length - 1, n_queries).round().long().unique()
+
+
+def query_key_pairs(length: int, n_queries: int, top_k: int) -> int:
+    """(query, key) pairs ``accumulate`` computes for one input of ``length`` tokens: ``top_k`` keys (at
+    most ``length``) for each of its queries (``query_positions``), at every layer and head."""
+    return len(query_positions(length, n_queries)) * min(top_k, length)
+
+
 def accumulate(lm, ids: torch.Tensor, layers: Sequence[int], sums: DistanceSums, top_k: int,
                n_queries: int = 0, drop_pairs: Sequence[int] = ()) -> None:
     """Add one input ids [1, L] to ``sums``: top-k keys of each query (all tokens, or ``n_queries``
     evenly spaced ones), dominant dimension of each pair (``drop_pairs`` left out of the softmax)."""
     length = ids.shape[1]
-    qpos_all = torch.arange(length) if not n_queries or n_queries >= length else \
-        torch.linspace(0, length - 1, n_queries).round().long().unique()
+    qpos_all = query_positions(length, n_queries)  # [c]
 
     def per_layer(view: LayerQK) -> None:
         t = min(top_k, length)

@@ -33,7 +33,9 @@ class LayerQK(QKView):
         """Per-pair contributions [H, c, t, n_pairs] of queries at qpos [c] with keys [H, c, t]
         (indices), at the distance the model uses for each (query, key)."""
         q_sel = self.q[:, qpos]  # [H, c, d]
-        k_sel = self.k[self.kv_of_head()[:, None, None], keys]  # [H, c, t, d]
+        n_keys, d = self.k.shape[1], self.k.shape[-1]
+        rows = self.kv_of_head()[:, None, None] * n_keys + keys  # [H, c, t] rows of k as [KVH * L, d]
+        k_sel = self.k.reshape(-1, d).index_select(0, rows.flatten()).view(*keys.shape, d)  # [H, c, t, d]
         q_use = q_sel[:, :, None]  # [H, c, 1, d]
         if self.selfextend is not None:
             true = qpos[None, :, None] - keys  # [H, c, t]

@@ -8,8 +8,13 @@ longest length the plan uses, the longest capped so that the probe stays within 
 per-token cost is linear in the length between the two (``a + b n``: the weights' cost per token
 and attention's quadratic term), so a forward of ``n`` tokens costs ``n (a + b n)`` seconds.
 Decode is timed at the plan's batch, as the extra time of a longer greedy generation over a
-one-token one from the same prompts (neither may stop early). An estimate, not a benchmark
-(``bench/`` holds those; ``bench/estimate_accuracy.py`` compares estimates with real runs).
+one-token one from the same prompts (neither may stop early). A plan that takes the dominant
+RoPE dimension or the top pairs of (query, key) pairs (the rope-distance paper, Sections 4.1-4.2:
+per pair, every layer's and head's per-frequency contributions) pays for each pair beside its
+forwards: about 0.3 ms per pair on SmolLM2-135M on 2 CPU cores, several times the forward at
+short lengths; the probe times it as the extra time of ``probes.dominant.accumulate`` on a
+short window over the same window's q/k scan. An estimate, not a benchmark (``bench/`` holds
+those; ``bench/estimate_accuracy.py`` compares estimates with real runs).
 """
 
 from __future__ import annotations
@@ -24,18 +29,21 @@ import torch
 START = 32  # tokens of the first timed prefill
 MAX_PROBE = 4096  # longest prefill the probe times
 DECODE_PROMPT, DECODE_NEW = 32, 16
+PAIR_WINDOW, PAIR_QUERIES, PAIR_TOP = 256, 64, 32  # the window, queries and top-k keys the pair cost is timed on
 
 
 @dataclass(frozen=True)
 class Throughput:
     """Prefill tokens/s of one forward over ``at`` tokens, the growth ``slope`` of the per-token
-    seconds per token of length (>= 0), decoding steps/s (at the probed batch), and what the probe took."""
+    seconds per token of length (>= 0), decoding steps/s (at the probed batch), what the probe took,
+    and the seconds of one (query, key) pair's RoPE contributions at every layer and head (0: not timed)."""
 
     prefill: float
     at: int
     slope: float
     decode: float
     seconds: float
+    pair: float = 0.0
 
     def prefill_seconds(self, length: int, sequences: int = 1) -> float:
         """Estimated seconds of ``sequences`` forwards of ``length`` tokens each."""
@@ -54,9 +62,15 @@ class Throughput:
     def decode_seconds(self, new_tokens: int) -> float:
         return new_tokens / self.decode
 
+    def pair_seconds(self, pairs: int) -> float:
+        """Estimated seconds of ``pairs`` (query, key) pairs' contributions beyond their forwards."""
+        return pairs * self.pair
+
     def describe(self) -> str:
         pace = f"decode {self.decode:,.1f} steps/s" if math.isfinite(self.decode) else "no decoding"
-        return f"prefill {self.prefill:,.0f} tokens/s at {self.at} tokens, {pace} (probe {self.seconds:.1f} s)"
+        pairs = f", {self.pair * 1e3:.3g} ms per (query, key) pair" if self.pair else ""
+        return (f"prefill {self.prefill:,.0f} tokens/s at {self.at} tokens, {pace}{pairs} "
+                f"(probe {self.seconds:.1f} s)")
 
 
 def _timed(lm, fn) -> float:
@@ -76,11 +90,13 @@ def _best(lm, fn, cheap: float) -> float:
 
 
 @torch.inference_mode()
-def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1, decode: bool = True) -> Throughput:
+def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1, decode: bool = True,
+            pairs: bool = False) -> Throughput:
     """Probe ``lm`` (an ``LM``) for about ``budget`` seconds (after two warm-up forwards) at the
     shortest and longest of ``lengths`` (default: 32 and the model's positions, up to 4096) and,
     with ``decode``, decoding at ``batch`` (else its pace is left infinite: the plan generates
-    nothing); see the module docstring."""
+    nothing), and with ``pairs`` the cost of one (query, key) pair's RoPE contributions (a model
+    with RoPE); see the module docstring."""
     limit = max(lengths) if lengths else MAX_PROBE
     if lm.info.max_positions and not (lengths and getattr(lm, "extrapolate", False)):
         limit = min(limit, lm.info.max_positions)
@@ -95,8 +111,23 @@ def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1
     t_high = _best(lm, lambda: lm.final_hidden(ids[:1, :high]), budget / 12) if high > low else t_low
     slope = max(0.0, (t_high / high - t_low / low) / (high - low)) if high > low else 0.0
     pace = _decode_rate(lm, ids, limit, batch, budget - (time.perf_counter() - began)) if decode else math.inf
+    pair = pair_cost(lm, ids[:1, :min(PAIR_WINDOW, limit)]) if pairs else 0.0
     return Throughput(prefill=high / max(t_high, 1e-9), at=high, slope=slope, decode=pace,
-                      seconds=time.perf_counter() - began)
+                      seconds=time.perf_counter() - began, pair=pair)
+
+
+def pair_cost(lm, ids: torch.Tensor) -> float:
+    """Seconds per (query, key) pair of ``probes.dominant.accumulate`` on ids [1, n] (``PAIR_QUERIES``
+    queries, ``PAIR_TOP`` keys each, every attention layer): its time over a bare q/k scan of the
+    same ids, the better of two of each, divided by its pairs (``query_key_pairs``); at least 0."""
+    from ctxlens.probes.dominant import DistanceSums, accumulate, query_key_pairs
+
+    layers = lm.layer_indices(None, attention=True)
+    n = ids.shape[1]
+    scanned = min(_timed(lm, lambda: lm.scan_qk(ids, layers, lambda view: None)) for _ in range(2))
+    sums = DistanceSums(layers, lm.n_heads, n, lm.device)
+    both = min(_timed(lm, lambda: accumulate(lm, ids, layers, sums, PAIR_TOP, PAIR_QUERIES)) for _ in range(2))
+    return max(0.0, both - scanned) / query_key_pairs(n, PAIR_QUERIES, PAIR_TOP)
 
 
 def _longest(low: int, t_low: float, limit: int, allowed: float) -> int:

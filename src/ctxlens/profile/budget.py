@@ -110,7 +110,7 @@ def plan_part(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: 
     for unit in units:
         for w in plans.unit_work(exp, config, unit) or []:
             tokens += w.prompt_tokens + w.new_tokens
-            seconds += speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps)
+            seconds += plans.work_seconds(w, speed)
     estimate = seconds * part.factor + UNIT_SECONDS * len(units)
     longest = max([*options.get("lengths", []), options.get("detect_length") or 0])
     beyond = info.max_positions is not None and longest > info.max_positions

@@ -219,10 +219,11 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
     started = clock()
     lm = load(spec, **ctx.load_options)
     if "parts" not in state:  # a new plan; a resume keeps the recorded one
-        speed = probe(lm) if probe else _calibrated(lm, measure(lm, min(PROBE_MAX, max(PROBE_MIN,
-                                                                                       PROBE_SHARE * seconds))))
-        info = lm.info
         skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
+        pairs = any(p.pairs and p.name not in skipped for p in PARTS)  # a part that times (query, key) pairs runs
+        allowed = min(PROBE_MAX, max(PROBE_MIN, PROBE_SHARE * seconds))
+        speed = probe(lm) if probe else _calibrated(lm, measure(lm, allowed, pairs=pairs))
+        info = lm.info
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
         fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)

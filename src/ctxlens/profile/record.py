@@ -37,7 +37,7 @@ PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, 
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
         "top_up": Bool, "running_since": Num, "redo": Int, "code": Str}
 SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool}
-THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num}
+THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num, "pair": Num}
 INFO = {"model_type": Str, "kind": Str, "position": Str, "max_positions": Int, "hard_limit": Bool,
         "train_length": Int, "sliding_window": Int, "d_model": Int, "origin": Str, "zoo": Bool}
 
@@ -107,9 +107,11 @@ def _state(spec, state) -> None:
     _plain(state["label"], f"{where}'s label")
     _fields(state["info"], _info_schema(), f"{where}'s info", required=("model_type",))
     if "throughput" in state:
-        _fields(state["throughput"], THROUGHPUT, f"{where}'s throughput", required=tuple(THROUGHPUT))
+        _fields(state["throughput"], THROUGHPUT, f"{where}'s throughput",
+                required=tuple(k for k in THROUGHPUT if k != "pair"))  # "pair": since the probe times pairs
         speed = state["throughput"]
-        if speed["prefill"] <= 0 or speed["decode"] <= 0 or speed["at"] <= 0 or speed["slope"] < 0:
+        if (speed["prefill"] <= 0 or speed["decode"] <= 0 or speed["at"] <= 0 or speed["slope"] < 0
+                or speed.get("pair", 0) < 0):
             raise _Bad(f"{where}'s throughput must be positive rates")
     if "size" in state:
         _fields(state["size"], SIZE, f"{where}'s size", required=("length", "scale"))

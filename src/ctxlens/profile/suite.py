@@ -40,6 +40,7 @@ MIN_DRAWS = 19  # random-head draws per fraction of the masking control: a rando
 SAMPLES_PER_FEATURE = 2  # intrinsic entropy: n >= 2 x d_model
 NEEDLE_BUDGET = 32  # tokens generated per needle prompt: a 7-digit number and some words (as passkey.RULER_BUDGET)
 MIN_TASK_LENGTH = 128  # shorter prompts cannot hold a RULER template
+PAIR_FACTOR = 1.1  # the q/k scan's forward and each input's per-head correlation, beside the pairs the probe times
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class Part:
     """One part of the suite: run ``experiment`` into ``OUT/<model>/<name>`` with ``options(size, info)``.
 
     ``factor``: its cost per token against a plain forward (captured states, per-query work), for
-    the estimate; ``drop_order``: parts the budget cannot afford are planned out highest first."""
+    the estimate, beside the (query, key) pairs of a part with ``pairs`` (the probe times one pair);
+    ``drop_order``: parts the budget cannot afford are planned out highest first."""
 
     name: str
     experiment: str
@@ -92,6 +94,7 @@ class Part:
     factor: float = 1.0
     reducible: bool = False  # can run below its statistical floor (flagged) before it is dropped
     generates: bool = False  # decodes answers (its pace differs from a forward's: early stops, batches)
+    pairs: bool = False  # computes (query, key) pairs' RoPE contributions (the probe then times one pair's cost)
     notes: Callable[[Size, ModelInfo], list[str]] = field(default=lambda size, info: [])
 
 
@@ -222,14 +225,15 @@ PARTS: tuple[Part, ...] = (  # in the order they run: the card's lines first, th
     Part("accs-boundary", "accs-boundary", "ACCS by perturbation boundary at L", _accs_boundary, drop_order=6,
          factor=1.3),
     Part("positional-heads", "positional-heads", "positional heads (per-prompt rho over >= 17 prompts)", _heads,
-         drop_order=7, factor=2.5),
+         drop_order=7, factor=PAIR_FACTOR, pairs=True),
     Part("head-masking", "head-masking", "masking the top 5% / 10% positional heads vs >= 19 random draws", _masking,
-         drop_order=8, factor=1.3, generates=True),
+         drop_order=8, factor=1.3, generates=True, pairs=True),
     Part("intrinsic-entropy", "intrinsic-entropy", "intrinsic entropy and dimension of the final features", _entropy,
          drop_order=9, reducible=True, notes=_entropy_notes),
     Part("dominant-dimension", "dominant-dimension", "dominant RoPE dimension vs distance", _dominant, drop_order=10,
-         factor=2.5),
-    Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=11, factor=2.0),
+         factor=PAIR_FACTOR, pairs=True),
+    Part("rope-dims", "rope-dims", "RoPE pair contributions", _rope_dims, drop_order=11, factor=PAIR_FACTOR,
+         pairs=True),
 )
 
 

@@ -132,16 +132,23 @@ def probe_shape(exp: Experiment, config, todo: Sequence[Unit]) -> dict:
         return {}
     decoding = [w.batch for w in works if w.new_tokens]
     return {"lengths": sorted({w.length for w in works}), "batch": max(decoding) if decoding else 1,
-            "decode": bool(decoding)}
+            "decode": bool(decoding), "pairs": any(w.pairs for w in works)}
 
 
 def estimate_seconds(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> float | None:
     """The estimated seconds of ``todo``: each unit's forwards at the probe's per-token cost for
-    their length, plus its decoding steps at the probe's pace; None when no unit states its tokens."""
+    their length, plus its decoding steps at the probe's pace and its (query, key) pairs at the
+    probe's cost per pair; None when no unit states its tokens."""
     known = [w for u in todo for w in unit_work(exp, config, u) or []]
     if not known:
         return None
-    return sum(speed.prefill_seconds(w.length, w.sequences) + speed.decode_seconds(w.decode_steps) for w in known)
+    return sum(work_seconds(w, speed) for w in known)
+
+
+def work_seconds(work: Work, speed: Throughput) -> float:
+    """Estimated seconds of one ``Work`` at ``speed``: its forwards, decoding steps and pairs."""
+    return (speed.prefill_seconds(work.length, work.sequences) + speed.decode_seconds(work.decode_steps)
+            + speed.pair_seconds(work.pairs))
 
 
 def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> str:
