@@ -216,11 +216,16 @@ class PerWindow:
         """{"samples": [k], "n": [k] positions, "self_sim": [k], "cross": [k, k] mean cosine between the
         2 n_a and 2 n_b vectors of windows a != b (diagonal unused)}."""
         samples = sorted(self.n)
-        units = torch.stack([self.units[s] for s in samples])  # [k, d]
-        counts = torch.tensor([2.0 * self.n[s] for s in samples], dtype=torch.float64)  # [k] vectors
-        cross = (units @ units.T) / torch.outer(counts, counts).to(units)  # [k, k]
+        cross = cross_similarity(torch.stack([self.units[s] for s in samples]), [2 * self.n[s] for s in samples])
         return {"samples": samples, "n": [self.n[s] for s in samples],
                 "self_sim": [self.cos[s] / self.n[s] for s in samples], "cross": cross.tolist()}
+
+
+def cross_similarity(units: torch.Tensor, counts: Sequence[int]) -> torch.Tensor:
+    """[k, k] mean cosine between the ``counts[a]`` and ``counts[b]`` unit vectors of windows a and b, from
+    their sums units [k, d], on the units' device (the counts come from the CPU: on CUDA they must follow)."""
+    n = torch.tensor(counts, dtype=torch.float64)  # [k]
+    return (units @ units.T) / torch.outer(n, n).to(units)  # [k, k]
 
 
 def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
