@@ -460,3 +460,57 @@ def test_the_profile_times_one_forward_at_l_when_the_probe_stopped_short(monkeyp
     assert command._at_length(lm, speed, 1000, allowed=60.0) is None  # the probe reached L
     assert command._at_length(lm, speed, 8000, allowed=5.0) is None  # 8 s predicted: over the share
     assert lm.shapes == [(1, 8000)]  # neither ran a forward
+
+
+def test_a_resume_reads_the_pace_of_every_part_run_so_far_and_a_resumed_parts_whole_time(llama, tmp_path):
+    """Every part takes twice its estimate; the second part is killed 40 s in and resumed. The resume's
+    refit must read x2 for both kinds: the parts of the killed run count, and the resumed part's 40 s
+    before the kill count with the rest (a resume that read only its own share saw it as faster)."""
+    import os
+
+    class ByEstimate(FakeRun):  # the clock moves by twice each part's estimate, minus what ran before a kill
+        def __init__(self, kill: bool):
+            super().__init__(2.0)
+            self.kill = kill
+
+        def __call__(self, experiment, models, out, options, model_options, **kw):
+            record = json.loads((out.parent.parent / command.RECORD).read_text())
+            part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
+            out.mkdir(parents=True, exist_ok=True)
+            if self.kill and len(self.calls) == 1:
+                (out / "units.jsonl").write_text("")
+                os.utime(out / "units.jsonl", (part["running_since"] + 40.0, part["running_since"] + 40.0))
+                raise Killed
+            self.now += 2.0 * part["estimate_s"] - part.get("spent_s", 0.0)
+            self.calls.append((experiment, options))
+
+    first = ByEstimate(kill=True)
+    with pytest.raises(Killed):
+        profile([llama], 60, tmp_path / "p", progress=False, clock=first.clock, probe=lambda lm: SPEED, runner=first)
+    again = ByEstimate(kill=False)
+    again.now = first.now
+    resumed = profile([llama], 60, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED,
+                      runner=again)
+    refits = [a for a in resumed.record["models"][llama]["adjustments"] if "their estimate" in a]
+    assert refits and all("x2.00 their estimate when generating, x2.00 when not" in a for a in refits), refits
+
+
+def test_a_resumed_record_from_before_the_pair_probe_times_the_pair_cost_once(llama, tmp_path):
+    """A profile.json whose probe has no cost per (query, key) pair (written before the probe timed it)
+    resumes with it timed on the loaded model, said in ``adjustments``; a record with it is not timed again."""
+    class KillFirst(FakeRun):
+        def __call__(self, *a, **kw):
+            raise Killed
+
+    with pytest.raises(Killed):
+        profile([llama], 10, tmp_path / "p", progress=False, clock=KillFirst().clock, probe=lambda lm: SPEED,
+                runner=KillFirst())
+    path = tmp_path / "p" / command.RECORD
+    record = json.loads(path.read_text())
+    del record["models"][llama]["throughput"]["pair"]
+    path.write_text(json.dumps(record))
+    fake = FakeRun()
+    resumed = profile([llama], 10, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                      runner=fake).record["models"][llama]
+    assert resumed["throughput"]["pair"] >= 0
+    assert sum("predates the cost per (query, key) pair" in a for a in resumed["adjustments"]) == 1

@@ -18,7 +18,7 @@ import torch
 from ctxlens.core.options import make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.probes import dominant, qk
-from ctxlens.probes.throughput import Throughput, measure, pair_cost
+from ctxlens.probes.throughput import PAIR_QUERIES, PAIR_TOP, PAIR_WINDOW, Throughput, measure, pair_cost
 from ctxlens.runner import plans
 
 SPEC = "zoo:rope"
@@ -92,9 +92,9 @@ def test_the_probe_reads_the_extra_time_per_pair_over_the_scan(monkeypatch):
     lm = types.SimpleNamespace(layer_indices=lambda layers, attention: [0, 1], n_heads=2,
                                device=torch.device("cpu"), scan_qk=lambda ids, layers, fn: time.sleep(scan_s))
     monkeypatch.setattr(dominant, "accumulate", lambda *a, **k: time.sleep(scan_s + extra_s))
-    ids = torch.zeros(1, 256, dtype=torch.long)  # [1, 256]
+    ids = torch.zeros(1, PAIR_WINDOW, dtype=torch.long)  # [1, PAIR_WINDOW]
     got = pair_cost(lm, ids)
-    n = dominant.query_key_pairs(256, 64, 32)
+    n = dominant.query_key_pairs(PAIR_WINDOW, PAIR_QUERIES, PAIR_TOP)
     assert got == pytest.approx(extra_s / n, rel=0.5)  # sleeps overrun by a few ms on a busy machine
 
 

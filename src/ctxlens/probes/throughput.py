@@ -29,7 +29,7 @@ import torch
 START = 32  # tokens of the first timed prefill
 MAX_PROBE = 4096  # longest prefill the probe times
 DECODE_PROMPT, DECODE_NEW = 32, 16
-PAIR_WINDOW, PAIR_QUERIES, PAIR_TOP = 256, 64, 32  # the window, queries and top-k keys the pair cost is timed on
+PAIR_WINDOW, PAIR_QUERIES, PAIR_TOP = 128, 64, 32  # the window, queries and top-k keys the pair cost is timed on
 
 
 @dataclass(frozen=True)
@@ -111,17 +111,22 @@ def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1
     t_high = _best(lm, lambda: lm.final_hidden(ids[:1, :high]), budget / 12) if high > low else t_low
     slope = max(0.0, (t_high / high - t_low / low) / (high - low)) if high > low else 0.0
     pace = _decode_rate(lm, ids, limit, batch, budget - (time.perf_counter() - began)) if decode else math.inf
-    pair = pair_cost(lm, ids[:1, :min(PAIR_WINDOW, limit)]) if pairs else 0.0
+    pair = pair_cost(lm, ids[:1, :PAIR_WINDOW]) if pairs else 0.0
     return Throughput(prefill=high / max(t_high, 1e-9), at=high, slope=slope, decode=pace,
                       seconds=time.perf_counter() - began, pair=pair)
 
 
-def pair_cost(lm, ids: torch.Tensor) -> float:
-    """Seconds per (query, key) pair of ``probes.dominant.accumulate`` on ids [1, n] (``PAIR_QUERIES``
-    queries, ``PAIR_TOP`` keys each, every attention layer): its time over a bare q/k scan of the
-    same ids, the better of two of each, divided by its pairs (``query_key_pairs``); at least 0."""
+@torch.inference_mode()
+def pair_cost(lm, ids: torch.Tensor | None = None) -> float:
+    """Seconds per (query, key) pair of ``probes.dominant.accumulate`` on ids [1, n] (default: ``PAIR_WINDOW``
+    seeded random ids, fewer for a model with fewer positions; ``PAIR_QUERIES`` queries, ``PAIR_TOP`` keys
+    each, every attention layer): its time over a bare q/k scan of the same ids, the better of two of each,
+    divided by its pairs (``query_key_pairs``); at least 0."""
     from ctxlens.probes.dominant import DistanceSums, accumulate, query_key_pairs
 
+    if ids is None:
+        n = min(PAIR_WINDOW, lm.info.max_positions or PAIR_WINDOW)
+        ids = torch.randint(0, lm.vocab_size, (1, n), generator=torch.Generator().manual_seed(0))  # [1, n]
     layers = lm.layer_indices(None, attention=True)
     n = ids.shape[1]
     scanned = min(_timed(lm, lambda: lm.scan_qk(ids, layers, lambda view: None)) for _ in range(2))

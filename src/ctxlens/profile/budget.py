@@ -2,8 +2,9 @@
 
 A part's estimate is the sum, over its units, of the tokens its experiment's ``work`` hook states
 (``ctxlens.runner.plans.unit_work``) at the probe's pace (``Throughput.prefill_seconds`` and
-``decode_seconds`` per decoding step: batched sequences decode together), times the part's
-``factor`` (captured states, per-query work), plus a fixed cost per unit. ``fit`` chooses, in this order:
+``decode_seconds`` per decoding step: batched sequences decode together, and ``pair_seconds`` per
+(query, key) pair of the RoPE parts), times the part's ``factor`` (captured states, per-input
+work), plus a fixed cost per unit. ``fit`` chooses, in this order:
 
 1. the length L: the training length, halved while the parts that read the card's first lines
    (``LINES_FIRST``: loss vs context, the needle grid, RULER, ACCS by layer) at their smallest

@@ -240,11 +240,30 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
                         for n in fit.left_out])
         state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
         _write(ctx.out, ctx.record)
+    elif "pair" not in state["throughput"] and _pairs_to_run(state):
+        _time_pairs(lm, state)  # a plan recorded before the probe timed pairs: the refits need their cost
+        _write(ctx.out, ctx.record)
     if ctx.redo:
         _redo(spec, state, ctx.redo, ctx.out / state["label"])
         _write(ctx.out, ctx.record)
     _print_plan(spec, state, seconds)
     return _run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
+
+
+def _pairs_to_run(state: dict) -> bool:
+    """Whether a part not yet run (planned, or left out and so able to come back) computes (query, key) pairs."""
+    pairs = {p.name for p in PARTS if p.pairs}
+    return any(p["name"] in pairs and p["status"] in ("planned", "left out") for p in state["parts"])
+
+
+def _time_pairs(lm, state: dict) -> None:
+    """Add the probe's cost per (query, key) pair (``probes.throughput.pair_cost``) to a recorded
+    throughput that lacks it, and say so in ``adjustments``."""
+    from ctxlens.probes.throughput import pair_cost
+
+    state["throughput"]["pair"] = cost = pair_cost(lm)
+    state.setdefault("adjustments", []).append(
+        f"the recorded probe predates the cost per (query, key) pair: timed now, {cost * 1e3:.3g} ms per pair")
 
 
 def _at_length(lm, speed, length: int, allowed: float):
@@ -318,12 +337,11 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
     _recover(state, where)
     deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
     mark = started  # state["spent_s"] grows after each part, so a kill loses at most the part in flight
-    paces: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}  # generates -> [estimated, spent]
     failed = 0
     ran: set[str] = set()
     while True:
-        if any(est > 0 for est, _ in paces.values()):  # after each part: rescale what is left by how it went
-            _recalibrate(state, where, _ratios(paces), deadline - clock(), info, speed)
+        if ran:  # after each part: rescale what is left by how the parts so far went (this run's and earlier ones')
+            _recalibrate(state, where, _ratios(_paces(state)), deadline - clock(), info, speed)
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
         if part is None and not any(p.get("top_up") and p["name"] in ran for p in state["parts"]):
@@ -348,9 +366,6 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
         part.pop("running_since", None)
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
         state["spent_s"], mark = round(state.get("spent_s", 0.0) + clock() - mark, 1), clock()
-        pace = paces[_generates(part["experiment"])]
-        pace[0] += part.get("estimate_s", part["planned_s"])  # records before estimate_s: the plan
-        pace[1] += spent
         _write(out, record)
         print(f"[{len(ran):>2}] {part['name']:<20} {duration(spent):>7} (planned {duration(part['planned_s'])})"
               + (f"  FAILED: {part['error']}" if part["status"] == "failed" else ""), flush=True)
@@ -477,6 +492,19 @@ def _top_up(state: dict, left: float, seconds: float) -> dict | None:
     state["parts"].append(part)
     print(f"  {part['notes'][0]}", flush=True)
     return part
+
+
+def _paces(state: dict) -> dict[bool, list[float]]:
+    """{generates: [estimated, spent] seconds} of the parts run to their end, in this run of the command
+    or an earlier one: a part resumed after a kill counts its whole time against its whole estimate
+    (a resume that counted only its own share read a part as faster than it was)."""
+    paces: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}
+    for part in state["parts"]:
+        if part["status"] in ("done", "failed") and part.get("spent_s"):
+            pace = paces[_generates(part["experiment"])]
+            pace[0] += part.get("estimate_s", part["planned_s"])  # records before estimate_s: the plan
+            pace[1] += part["spent_s"]
+    return paces
 
 
 def _ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
