@@ -340,8 +340,9 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
     failed = 0
     ran: set[str] = set()
     while True:
-        if ran:  # after each part: rescale what is left by how the parts so far went (this run's and earlier ones')
-            _recalibrate(state, where, _ratios(_paces(state)), deadline - clock(), info, speed)
+        paces = _paces(state)  # of the parts run so far, in this run of the command and earlier ones
+        if any(est > 0 for est, _ in paces.values()):  # after each part, and at a resume: rescale what is left
+            _recalibrate(state, where, _ratios(paces), deadline - clock(), info, speed)
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
         if part is None and not any(p.get("top_up") and p["name"] in ran for p in state["parts"]):
