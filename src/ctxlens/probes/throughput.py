@@ -11,8 +11,8 @@ Decode is timed at the plan's batch, as the extra time of a longer greedy genera
 one-token one from the same prompts (neither may stop early). A plan that takes the dominant
 RoPE dimension or the top pairs of (query, key) pairs (the rope-distance paper, Sections 4.1-4.2:
 per pair, every layer's and head's per-frequency contributions) pays for each pair beside its
-forwards: about 0.3 ms per pair on SmolLM2-135M on 2 CPU cores, several times the forward at
-short lengths; the probe times it as the extra time of ``probes.dominant.accumulate`` on a
+forwards: on SmolLM2-135M at 256 tokens with 238 queries and 64 keys each, several times the
+forward itself; the probe times it as the extra time of ``probes.dominant.accumulate`` on a
 short window over the same window's q/k scan. An estimate, not a benchmark (``bench/`` holds
 those; ``bench/estimate_accuracy.py`` compares estimates with real runs).
 """
