@@ -43,7 +43,10 @@ def test_the_profile_record_names_its_models_and_every_part_ended(profile):
         assert {d.name for d in run_dirs(PROFILE / state["label"])} == done, spec
     runs = read_runs(PROFILE)
     assert {r["model"] for run in runs for r in run.rows} == set(MODELS)
-    assert all(run.config["meta"]["profile_length"] == record["length"] for run in runs)
+    lengths = {spec: state["size"]["length"] for spec, state in record["models"].items()}  # L, set or planned
+    assert all(run.config["meta"]["profile_length"] == lengths[run.rows[0]["model"]] for run in runs)
+    if "length" in record:  # --length L
+        assert set(lengths.values()) == {record["length"]}
 
 
 def test_the_readmes_cards_are_the_card_of_the_committed_rows(profile, capsys):
