@@ -154,14 +154,16 @@ def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_p
     monkeypatch.setattr(command, "_print_plan", lambda *a: (events.append("plan"), show(*a))[1])
     small = [p for p in suite.PARTS if p.name in ("loss-vs-length", "suffix-ppl")]
     monkeypatch.setattr(command, "PARTS", small)
-    done = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: SPEED)  # both parts within a third
+    done = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: SPEED,  # both parts within a third
+                   clock=lambda: 0.0)  # real forwards, a clock that a busy machine cannot make drop a part
     assert events[0] == "plan" and "forward" in events
     assert {d.name for d in done.dirs} == {"loss-vs-length", "suffix-ppl"}
     assert all(p["status"] == "done" for p in done.record["models"][llama]["parts"])
     L = done.record["models"][llama]["size"]["length"]
     assert all(yaml.safe_load((d / "config.yaml").read_text())["meta"] == {"profile_length": L} for d in done.dirs)
     events.clear()
-    again = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: 1 / 0)  # no new probe either
+    again = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: 1 / 0,  # no new probe either
+                    clock=lambda: 0.0)
     assert events == ["plan"]  # every unit was finished: nothing is computed again
     assert [p["options"] for p in again.record["models"][llama]["parts"]] == \
         [p["options"] for p in done.record["models"][llama]["parts"]]  # the recorded plan, not a new one
