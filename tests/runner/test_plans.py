@@ -182,6 +182,10 @@ def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
     assert exp.work(config, {"task": "niah_single_1", "length": 110}) == [Work(2, 100, 20, 8)]
     line = plans.estimate(exp, config, [{"task": "niah_single_1", "length": 110}], speed)
     assert "about 3 s" in line  # 2 x 100 tokens at 100/s (2 s) + one batch of 2 decoding 10 steps at 10/s (1 s)
+    assert "answers that end early take less" in line  # the decoding is an upper bound, and the line says so
+    loss = get_experiment("token-loss")
+    loss_config = make_config(loss.Config, {"lengths": [100], "n_samples": 2})
+    assert "end early" not in plans.estimate(loss, loss_config, loss.plan(loss_config), speed)
     assert Work(5, 100, 50, 4).decode_steps == 2 * 10  # batches of 4 and 1, ten tokens each
     assert Work(5, 100, 50).decode_steps == 50 and Work(3, 100).decode_steps == 0
     got = measure(ctxlens.load("zoo:random-llama"), budget=0.5)

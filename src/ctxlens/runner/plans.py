@@ -157,8 +157,10 @@ def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -
     if seconds is None:
         return f"  throughput: {speed.describe()}; no time estimate (the experiment states no token counts)"
     partial = " for the units with known tokens" if any(unit_work(exp, config, u) is None for u in todo) else ""
+    decodes = any(w.new_tokens for u in todo for w in unit_work(exp, config, u) or [])
+    upper = "; each answer decoded to its full budget: answers that end early take less" if decodes else ""
     return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; from a short probe at the plan's "
-            "lengths on this machine)")
+            f"lengths on this machine{upper})")
 
 
 def too_long(exp: Experiment, spec: str, seconds: float, max_hours: float) -> str:
