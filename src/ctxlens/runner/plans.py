@@ -153,11 +153,13 @@ def work_seconds(work: Work, speed: Throughput) -> float:
 
 def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> str:
     """One line: the estimated time of ``todo`` at the probe's pace."""
-    seconds = estimate_seconds(exp, config, todo, speed)
-    if seconds is None:
+    works = [unit_work(exp, config, u) for u in todo]  # each unit's work once, for the time and the wording
+    known = [w for ws in works if ws is not None for w in ws]
+    if not known:
         return f"  throughput: {speed.describe()}; no time estimate (the experiment states no token counts)"
-    partial = " for the units with known tokens" if any(unit_work(exp, config, u) is None for u in todo) else ""
-    decodes = any(w.new_tokens for u in todo for w in unit_work(exp, config, u) or [])
+    seconds = sum(work_seconds(w, speed) for w in known)
+    partial = " for the units with known tokens" if None in works else ""
+    decodes = any(w.new_tokens for w in known)
     upper = "; each answer decoded to its full budget: answers that end early take less" if decodes else ""
     return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; from a short probe at the plan's "
             f"lengths on this machine{upper})")
