@@ -19,7 +19,7 @@ LAYERS = {
     "ctxlens": "lm zoo",  # the package root: lazy ctxlens.load (which registers the zoo's resolvers)
     "cli": "demo runner profile report findings zoo",  # ctxlens.cli, ctxlens.__main__
     "demo": "runner report findings zoo",
-    "profile": "runner experiments",
+    "profile": "runner experiments findings",  # findings: the rounds of the needle grid read whether its lines decided
     "runner": "experiments zoo rows",
     "experiments": "probes tasks data metrics zoo",  # zoo: training code of the procedures that train their own models
     "probes": "tasks data metrics lm",

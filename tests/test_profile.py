@@ -197,22 +197,57 @@ def test_length_sets_L_for_every_model_and_each_part_records_it(llama, tmp_path,
         profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake)
 
 
-def test_time_left_at_the_end_goes_to_more_needle_samples_with_a_new_seed(llama, tmp_path):
-    fake, done = _fake_profile(llama, 10, tmp_path / "p", slow=0.5)  # every part at half its estimate
+def _planted_grid(fake, retrieved):
+    """Rows of every needle-grid run the fake runner was asked for: haystack (seed, sample i) retrieved
+    at (length, depth) when ``retrieved(length, depth, i)``."""
+    def rows(where, state):
+        out = []
+        for experiment, options in fake.calls:
+            if experiment != "niah-depth":
+                continue
+            out += [{"length": n, "depth": d, "seed": options.get("seed", 0), "sample": i,
+                     "score": 100.0 * retrieved(n, d, i)} for i in range(options["n_samples"])
+                    for n in options["lengths"] for d in options["depths"]]
+        return out
+    return rows
+
+
+def test_an_undecided_needle_line_gets_rounds_of_new_haystacks_until_it_decides(llama, tmp_path, monkeypatch):
+    """Issue 43, part 3: the ends found in every haystack, the middle in every second one (a dip of
+    0.5): the grid's first haystacks cannot decide it, so rounds with new seeds add haystacks (at most
+    doubling) on the ends and the middle only, until the anytime-valid test decides (both ends, Holm),
+    and then stop, the rest of the budget unused."""
+    from ctxlens.findings.lines.needle import middle_dip
+    from ctxlens.profile import rounds
+
+    fake = FakeRun()
+    dip = lambda n, d, i: d != 50.0 or i % 2 == 0  # noqa: E731
+    monkeypatch.setattr(rounds, "grid_rows", _planted_grid(fake, dip))
+    done = profile([llama], 10, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake, length=256)
     state = done.record["models"][llama]
     extra = [p for p in state["parts"] if p.get("top_up")]
-    assert len(extra) == 1 and extra[0]["status"] == "done" and extra[0]["name"] == "niah-depth+1"
     first = next(p for p in state["parts"] if p["name"] == "niah-depth")
-    assert extra[0]["options"] == {**first["options"], "seed": 1, "n_samples": extra[0]["options"]["n_samples"]}
-    assert extra[0]["options"]["n_samples"] >= 1 and fake.calls[-1][0] == "niah-depth"
-    assert 0.8 * 600 <= fake.now <= 1.2 * 600  # the budget is used, not exceeded
-    again = FakeRun()  # a resume: nothing left to do, and no second top-up
-    again.now = fake.now
-    spent = state["spent_s"]
-    resumed = profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED,
-                      runner=again)
-    assert again.calls == []
-    assert resumed.record["models"][llama]["spent_s"] == spent  # the time of every run, not of the last one
+    assert extra and all(p["status"] == "done" for p in extra)
+    assert [p["options"]["seed"] for p in extra] == list(range(1, len(extra) + 1))  # new haystacks each round
+    assert all(p["options"]["depths"] == [0.0, 50.0, 100.0] and p["options"]["lengths"] == [256] for p in extra)
+    sizes = [first["options"]["n_samples"]] + [p["options"]["n_samples"] for p in extra]
+    assert all(b <= sum(sizes[:i + 1]) for i, b in enumerate(sizes[1:]))  # a round at most doubles what there is
+    line = middle_dip(rounds.grid_rows(None, state), llama, 256)
+    assert line.verdict.startswith("the middle dips below both ends") and line.n == sum(sizes)
+    before = middle_dip(_planted_grid(type("F", (), {"calls": fake.calls[:-1]})(), dip)(None, state), llama, 256)
+    assert not before.verdict.startswith("the middle dips")  # the last round was needed: it stopped at the decision
+    assert fake.now < 0.9 * 600  # the time a decided line does not need is not spent
+
+
+def test_no_round_when_the_needle_lines_decide_on_the_first_haystacks(llama, tmp_path, monkeypatch):
+    from ctxlens.profile import rounds
+
+    fake = FakeRun()
+    monkeypatch.setattr(rounds, "grid_rows", lambda where, state: [])  # no rows: no line to decide, no round
+    done = profile([llama], 10, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake, length=256)
+    assert not [p for p in done.record["models"][llama]["parts"] if p.get("top_up")]
 
 
 def test_parts_left_out_come_back_when_the_first_parts_run_fast(llama, tmp_path):

@@ -19,9 +19,10 @@ and McNemar tests, randomization p-values, bootstraps over the independent item)
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ctxlens.core.registry import Registry
 from ctxlens.findings.verdicts import Rows
@@ -37,7 +38,13 @@ class Line:
     (always inside ``bounds``, the quantity's range), and ``mde``, the smallest effect that n can
     detect (5% level, 80% power), with ``underpowered`` set when the effect the paper expects is
     smaller than that. A line that prints intervals of further quantities names each one's range in
-    ``ranges``, keyed by the label printed before its "95% CI" (the entropy line's "slope")."""
+    ``ranges``, keyed by the label printed before its "95% CI" (the entropy line's "slope").
+
+    Whether the line decided: ``null`` marks a verdict that reports the absence of the paper's effect
+    ("no significant drop"); ``effect`` is the effect the test must see (the paper's, stated on the
+    line) and ``needs`` the number of items its test needs to see it with 80% power (None: not
+    reachable by more items of this design). ``decide`` turns a null whose test could not see the
+    effect (``needs`` above ``n``) into "undecided: needs N <unit> (about M minutes ...)"."""
 
     key: str
     model: str
@@ -53,6 +60,42 @@ class Line:
     mde: float | None = None
     underpowered: bool = False
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    null: bool = False
+    effect: float | None = None
+    needs: int | None = None
+
+
+def needs_by_se(n: int, mde: float | None, effect: float | None, cap: int = 1_000_000) -> int | None:
+    """Items a test whose standard error falls as 1 / sqrt(n) needs to detect ``effect`` with the
+    power ``mde`` was computed for: ceil(n (mde / effect)^2), at least n + 1 when mde > effect, n
+    when the test sees it already; None when mde or effect is missing, or beyond ``cap``."""
+    if mde is None or effect is None or effect <= 0 or n <= 0 or not math.isfinite(mde):
+        return None
+    if mde <= effect:
+        return n
+    need = max(n + 1, math.ceil(n * (mde / effect) ** 2))
+    return need if need <= cap else None
+
+
+def decide(line: Line, seconds_per_item: float | None = None) -> Line:
+    """``line`` with its verdict following its power: a null verdict stands only where the test could
+    see ``line.effect`` with 80% power at the items it has (``needs`` <= ``n``); otherwise it reads
+    "undecided: needs N <unit> to see <effect> with 80% power (has n; about M more minutes at this
+    profile's pace)", the minutes from ``seconds_per_item`` (the line's parts' time over its items)
+    when known. Lines that decided, or report an effect, are returned as they are."""
+    if not line.null or line.n is None or (line.needs is not None and line.needs <= line.n):
+        return line
+    effect = "-" if line.effect is None else f"{line.effect:g}"
+    if line.needs is None:
+        why = (f"undecided: no number of {line.unit} of this design detects the effect {effect} with 80% "
+               f"power (it has {line.n})")
+    else:
+        more = line.needs - line.n
+        cost = "" if seconds_per_item is None else \
+            f"; about {max(1, round(more * seconds_per_item / 60))} more minutes at this profile's pace"
+        why = (f"undecided: needs {line.needs} {line.unit} to detect {effect} with 80% power (has {line.n}"
+               f"{cost})")
+    return replace(line, verdict=f"{why}; the test did not fire ({line.verdict})")
 
 
 @dataclass(frozen=True)
@@ -140,11 +183,20 @@ def absent(key: str, model: str, why: str) -> Line:
     return Line(key, model, None, why, "", "")
 
 
+def _per_item(line: Line, reads: tuple[str, ...], seconds: dict[str, float] | None) -> float | None:
+    """Seconds one more item of ``line`` costs: the time of the parts it reads over its items (every
+    part's whole time: one more haystack serves each line that reads it)."""
+    if not seconds or not line.n or not any(p in seconds for p in reads):
+        return None
+    return sum(seconds[p] for p in reads if p in seconds) / line.n
+
+
 def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, threshold: float = THRESHOLD,
-                gaps: dict[str, str] | None = None) -> list[Line]:
+                gaps: dict[str, str] | None = None, seconds: dict[str, float] | None = None) -> list[Line]:
     """Every line of one model's column, in card order; ``gaps`` ({part: why}, from the profile's
     record) says why a line that reads a part has no rows: the model cannot run it, or the budget
-    left it out."""
+    left it out; ``seconds`` ({part: seconds spent}) prices an undecided line's missing items
+    (``decide``)."""
     specs = ordered()
     if L is None:
         return [absent(c.key, model, "not measured: the model's training length is not recorded") for c in specs]
@@ -153,6 +205,7 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     for c in specs:
         why = c.applies(info) if c.applies is not None and info is not None else None
         line = absent(c.key, model, f"not applicable: {why}") if why else c.compute(ctx)
+        line = decide(line, _per_item(line, c.reads, seconds))
         gap = {p: why for p, why in (gaps or {}).items() if p in c.reads and not ctx.of(p)}
         if line.value is None and not line.verdict and gap:
             line = absent(c.key, model, "not measured: " + "; ".join(f"the {p} part {why}" for p, why in gap.items()))
@@ -161,13 +214,14 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
 
 
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
-                 threshold: float = THRESHOLD, gaps: dict[str, dict[str, str]] | None = None
-                 ) -> dict[str, list[Line]]:
+                 threshold: float = THRESHOLD, gaps: dict[str, dict[str, str]] | None = None,
+                 seconds: dict[str, dict[str, float]] | None = None) -> dict[str, list[Line]]:
     """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at
-    ``lengths[model]`` (its L); ``gaps``: {model: {part: why it has no rows}} (``model_lines``)."""
+    ``lengths[model]`` (its L); ``gaps``: {model: {part: why it has no rows}}, ``seconds``: {model:
+    {part: seconds spent}} (``model_lines``)."""
     grouped = Rows(rows)
-    return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold, (gaps or {}).get(m))
-            for m in infos}
+    return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold, (gaps or {}).get(m),
+                           (seconds or {}).get(m)) for m in infos}
 
 
 CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs-layers", "accs-boundary",
@@ -180,7 +234,7 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
     recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows
     record, else not known)."""
     from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, train_length_of
-    from ctxlens.results import profile_gaps
+    from ctxlens.results import profile_costs, profile_gaps
 
     runs = list(runs)
     rows = [r for run in runs for r in run.rows]
@@ -193,4 +247,5 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
         stated = {int(r["train_length"]) for r in rows if r.get("model") == m and r.get("train_length")}
         lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
-    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs))
+    seconds = {m: {p: c["seconds"] for p, c in parts.items()} for m, parts in profile_costs(runs).items()}
+    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs), seconds)

@@ -35,11 +35,19 @@ kept as a whole.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 
+from ctxlens.core import sequential
 from ctxlens.core.papers import named
-from ctxlens.core.stats import bootstrap_mean, holm, mcnemar_exact, mcnemar_mde, newcombe_paired, sign_flip_p
+from ctxlens.core.stats import (
+    bootstrap_mean,
+    holm,
+    mcnemar_exact,
+    newcombe_paired,
+    sign_flip_p,
+)
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.models import any_model, reaches
 from ctxlens.findings.verdicts import Rows, as_models, verdicts_row
@@ -51,6 +59,8 @@ MIDDLE = 50.0  # the middle cell of a haystack (see the module docstring)
 ENDS = {"start": 0.0, "end": 100.0}
 MIN_DIP = 0.25  # the paper's Table 2 end-minus-middle dips of Mamba2 and TPP: 0.20-0.29
 MIN_DROP = 0.20  # Table 2 -> Table 3 drop of the mean over depths: six of the eight models drop more
+PLAN_CORRELATION = 0.3  # planning: cells (depths) of one haystack retrieved or lost together this often
+NEEDS_CAP = 4096  # haystacks: beyond this a line's planner gives up (None: "no number of haystacks")
 
 
 def _given(v) -> bool:
@@ -85,17 +95,45 @@ def _pairs(cells: dict[tuple, dict[float, int]], first: float, second: float) ->
     return both, only1, only2, neither
 
 
+def _anytime(items: list[float], m0: float, alternative: str) -> float:
+    """The anytime-valid p of ``core.sequential.test_mean`` on per-haystack items in [-1, 1] (1 when none)."""
+    return sequential.test_mean(items, m0, -1.0, 1.0, ALPHA, alternative).p_anytime if items else 1.0
+
+
+def anytime_mde(model, n: int, alpha: float, step: float = 0.05) -> float | None:
+    """The smallest effect on a grid of ``step`` that the anytime-valid test, looked at after every one
+    of ``n`` haystacks, detects with 80% power (``core.sequential.power``) when items follow
+    ``model(effect)``; None when not even an effect of 1 is. Bisection: power rises with the effect."""
+    def reaches(k: int) -> bool:
+        return sequential.power(model(k * step), n, 0.0, -1.0, 1.0, alpha, n_sim=1000) >= 0.8
+
+    top = int(round(1 / step))
+    if n < 1 or not reaches(top):
+        return None
+    lo, hi = 0, top
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return round(hi * step, 10)
+
+
 def end_vs_middle(cells: dict[tuple, dict[float, int]], end: float, middle: float = MIDDLE) -> dict | None:
-    """One end against the middle on haystack pairs: accuracies, the paired Newcombe interval of
-    end - middle, the exact one-sided McNemar p that the end exceeds the middle (a dip), and that of
-    the reverse; None when no haystack has both cells."""
+    """One end against the middle on haystack pairs, the haystacks in the order they were sampled
+    ((seed, sample): round by round): accuracies, the paired Newcombe interval of end - middle, the
+    anytime-valid p (module docstring) that the end exceeds the middle (a dip, ``p``), that it is
+    below it (``p_reverse``), and that the dip is smaller than the paper's ``MIN_DIP`` (``p_small``),
+    beside the fixed-n exact one-sided McNemar p of a dip (``p_fixed``); None when no haystack has
+    both cells."""
     a, b, c, d = _pairs(cells, end, middle)
     n = a + b + c + d
     if n == 0:
         return None
+    items = [float(cells[h][end] - cells[h][middle]) for h in sorted(cells, key=repr)
+             if end in cells[h] and middle in cells[h]]  # [n] end - middle per haystack, in {-1, 0, 1}
     return {"n": n, "end": (a + b) / n, "middle": (a + c) / n, "diff": (b - c) / n,
-            "interval": newcombe_paired(a, b, c, d), "p": mcnemar_exact(b, c, "greater"),
-            "p_reverse": mcnemar_exact(b, c, "less"), "discordant": (b + c) / n, "counts": (a, b, c, d)}
+            "interval": newcombe_paired(a, b, c, d), "p": _anytime(items, 0.0, "greater"),
+            "p_reverse": _anytime(items, 0.0, "less"), "p_small": _anytime(items, MIN_DIP, "less"),
+            "p_fixed": mcnemar_exact(b, c, "greater"), "discordant": (b + c) / n, "counts": (a, b, c, d)}
 
 
 def _holm(p: dict[str, float]) -> list[str]:
@@ -105,7 +143,7 @@ def _holm(p: dict[str, float]) -> list[str]:
     return [k for k in ENDS if k in rejected]
 
 
-def middle_test(rows: list[dict], length: int) -> dict:
+def middle_test(rows: list[dict], length: int, plan: bool = False) -> dict:
     """The lost-in-the-middle test at ``length`` (module docstring): per end the paired comparison
     with the depth-50 cell; ``dips`` the ends whose one-sided McNemar p passes Holm at 5% over the
     two ends; ``reverse`` the ends below the middle by the same rule (McNemar the other way);
@@ -128,8 +166,11 @@ def middle_test(rows: list[dict], length: int) -> dict:
     out.update(sides)
     out["dips"] = _holm({k: sides[k]["p"] for k in ENDS})
     out["reverse"] = _holm({k: sides[k]["p_reverse"] for k in ENDS})
+    out["small"] = _holm({k: sides[k]["p_small"] for k in ENDS})
     out["n"] = min(s["n"] for s in sides.values())
-    out["mde"] = mcnemar_mde(out["n"], max(s["discordant"] for s in sides.values()), alpha=ALPHA / 2)
+    out["discordance"] = max(MIN_DIP, *(s["discordant"] for s in sides.values()))
+    if plan:
+        out["mde"], out["needs"] = dip_plan(out["n"], round(out["discordance"], 2))
     out["retrieved"] = any(s["end"] > 0 or s["middle"] > 0 for s in sides.values())
     return out
 
@@ -138,7 +179,33 @@ def _mean(xs: list[float]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def length_test(rows: list[dict], length: int) -> dict:
+@functools.lru_cache(maxsize=512)
+def drop_plan(n: int, at_L: float, depths: int) -> tuple[float | None, int | None]:
+    """(the smallest drop the anytime-valid L-vs-2L test detects with 80% power at ``n`` haystacks,
+    the haystacks it needs for the paper's ``MIN_DROP``), both simulated on ``_drop_model``."""
+    mde = anytime_mde(lambda e: _drop_model(e, at_L, depths), n, ALPHA)
+    return mde, sequential.needed_n(_drop_model(MIN_DROP, at_L, depths), 0.0, -1.0, 1.0, ALPHA, n_cap=NEEDS_CAP)
+
+
+@functools.lru_cache(maxsize=512)
+def dip_plan(n: int, discordance: float) -> tuple[float | None, int | None]:
+    """(the smallest dip one end's anytime-valid test detects at Holm's first step, 0.025, with 80%
+    power at ``n`` haystacks, the haystacks it needs for the paper's ``MIN_DIP``): paired binary items
+    discordant with probability ``discordance`` (the observed, at least the effect)."""
+    mde = anytime_mde(lambda e: sequential.paired_binary_model(e, max(e, discordance)), n, ALPHA / 2)
+    return mde, sequential.needed_n(sequential.paired_binary_model(MIN_DIP, discordance), 0.0, -1.0, 1.0, ALPHA / 2,
+                                    n_cap=NEEDS_CAP)
+
+
+def _drop_model(drop: float, at_L: float, depths: int) -> sequential.Sampler:
+    """Planning items of the L-vs-2L test: per haystack the mean over ``depths`` cells of (retrieved at
+    L) - (retrieved at 2L), at L at the observed rate ``at_L`` (at least ``drop``), at 2L ``drop`` lower,
+    cells of a haystack together with probability ``PLAN_CORRELATION`` (an assumption, stated)."""
+    first = max(drop, at_L)
+    return sequential.binary_difference_model(first, first - drop, max(1, depths), PLAN_CORRELATION)
+
+
+def length_test(rows: list[dict], length: int, plan: bool = False) -> dict:
     """Needle retrieval at ``length`` vs twice it, paired over haystacks (module docstring): per
     haystack present at both lengths, its accuracy over the depths it has at both; ``at_L``,
     ``at_2L`` the means over haystacks, ``diff`` = at_2L - at_L with a bootstrap interval over
@@ -155,14 +222,16 @@ def length_test(rows: list[dict], length: int) -> dict:
     if not pairs:
         out["why"] = f"no haystack has needle rows at both {length} and {2 * length}"
         return out
-    drops = [a - b for a, b in pairs]
+    drops = [a - b for a, b in pairs]  # [n] per haystack, in the order sampled
     out.update(n=len(pairs), at_L=_mean([a for a, _ in pairs]), at_2L=_mean([b for _, b in pairs]),
                depths=sorted({d for h in set(at) & set(beyond) for d in set(at[h]) & set(beyond[h])}))
     out["diff"] = out["at_2L"] - out["at_L"]
     out["interval"] = (bootstrap_mean([-x for x in drops], bounds=(-1.0, 1.0))  # resampling haystacks
                        if len(drops) >= MIN_BOOTSTRAP else None)
-    out["p"] = sign_flip_p(drops, "greater")
-    out["mde"] = mcnemar_mde(len(pairs), sum(abs(x) for x in drops) / len(drops), alpha=ALPHA)
+    out["p"], out["p_small"] = _anytime(drops, 0.0, "greater"), _anytime(drops, MIN_DROP, "less")
+    out["p_fixed"] = sign_flip_p(drops, "greater")
+    if plan:
+        out["mde"], out["needs"] = drop_plan(len(pairs), round(out["at_L"], 2), len(out["depths"]))
     return out
 
 

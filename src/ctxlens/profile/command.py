@@ -29,6 +29,7 @@ from pathlib import Path
 
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.record as records
+import ctxlens.profile.rounds as rounds
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.env import source_digest
 from ctxlens.core.errors import CtxlensError
@@ -45,8 +46,6 @@ REPORT_SECONDS = 0.05  # share of the budget kept for the report
 PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
 CALIBRATE = 512  # tokens of the forward that re-times a probe that stopped shorter
 RATIO = (0.25, 4.0)  # the spent / planned ratio that rescales the rest is clamped to this range
-TOP_UP = "niah-depth"  # the part that takes the time left at the end: its samples pool across seeds
-TOP_UP_SHARE = 0.1  # ... when at least this share of the budget (and a minute) is left
 
 
 def label(spec: str) -> str:
@@ -328,7 +327,8 @@ def _part_record(p: fitting.Planned, status: str) -> dict:
 
 def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, speed) -> int:
     """Run the planned parts of ``spec`` (loaded: ``lm``) in turn, each refitting the rest to the time
-    left, then a top-up when time is left; the number of parts that failed."""
+    left, then rounds of the needle grid while a needle line is undecided and time is left
+    (``profile.rounds``); the number of parts that failed."""
     from ctxlens.lm.info import ModelInfo
 
     out, record, seconds, clock = ctx.out, ctx.record, ctx.seconds, ctx.clock
@@ -345,8 +345,8 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
             _recalibrate(state, where, _ratios(paces), deadline - clock(), info, speed)
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
-        if part is None and not any(p.get("top_up") and p["name"] in ran for p in state["parts"]):
-            part = _top_up(state, deadline - clock(), seconds)  # once per run of the command
+        if part is None:  # the needle grid's next round while a needle line is undecided (``profile.rounds``)
+            part = rounds.next_round(spec, state, rounds.grid_rows(where, state), deadline - clock())
             _write(out, record)
         if part is None:
             break
@@ -465,34 +465,6 @@ def _supersede(run_dir: Path, keep: Path, name: str) -> Path | None:
 
 def _generates(experiment: str) -> bool:
     return next(p.generates for p in PARTS if p.experiment == experiment)
-
-
-def _top_up(state: dict, left: float, seconds: float) -> dict | None:
-    """When every part is done and at least ``TOP_UP_SHARE`` of the budget is left, a further run of
-    the needle grid (``TOP_UP``) with a new seed, as many samples as the time left affords at the
-    pace its first run took; its rows pool with the first's (the card's L-vs-2L and middle-dip lines
-    gain samples). Added to the record's parts (``top_up``), once per profile (a resume finishes it, and
-    adds no second); None when there is no room."""
-    base = next((p for p in state["parts"] if p["name"] == TOP_UP and p["status"] == "done"), None)
-    again = any(p.get("top_up") for p in state["parts"])
-    if base is None or again or left < max(60.0, TOP_UP_SHARE * seconds) or not base.get("spent_s"):
-        return None
-    per_sample = base["spent_s"] / base["options"]["n_samples"]
-    n = int(fitting.TARGET * left / per_sample)
-    if n < 1:
-        return None
-    k = 1 + sum(1 for p in state["parts"] if p.get("top_up"))
-    options = {**base["options"], "n_samples": n, "seed": int(base["options"].get("seed", 0)) + k}
-    planned = round(n * per_sample, 1)
-    part = {"name": f"{TOP_UP}+{k}", "experiment": base["experiment"], "options": options,
-            "model_options": base.get("model_options", {}), "units": base.get("units"),
-            "tokens": int(base.get("tokens", 0) * n / base["options"]["n_samples"]), "planned_s": planned,
-            "estimate_s": planned, "status": "planned", "top_up": True,
-            "notes": [f"top-up: {TOP_UP} again with seed {options['seed']}, {n} samples per cell, for the "
-                      f"{duration(left)} left"]}
-    state["parts"].append(part)
-    print(f"  {part['notes'][0]}", flush=True)
-    return part
 
 
 def _paces(state: dict) -> dict[bool, list[float]]:

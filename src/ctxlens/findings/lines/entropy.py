@@ -142,8 +142,10 @@ def entropy_test(rows: list[dict], n_eig: int | None = None, norm: str = "max") 
         return {**out, "why": "no bootstrap and permutation replicates over windows in the rows"}
     power = normal_quantile(1 - ALPHA) + normal_quantile(0.8)
     sp, rp = randomization_p(out["slope"], null_s, "greater"), randomization_p(out["r"], null_r, "less")
+    fall_p = randomization_p(out["slope"], null_s, "less")
     return {**out, "slope_ci": slopes[0], "slope_p": sp, "slope_mde": power * float(np.std(null_s, ddof=1)),
-            "rises": sp <= ALPHA, "r_ci": rs[0], "r_p": rp, "r_mde": min(2.0, power * float(np.std(null_r, ddof=1))),
+            "rises": sp <= ALPHA, "fall_p": fall_p, "falls": fall_p <= ALPHA, "r_ci": rs[0], "r_p": rp,
+            "r_mde": min(2.0, power * float(np.std(null_r, ddof=1))),
             "negative": rp <= ALPHA}
 
 
@@ -175,7 +177,9 @@ def ce_entropy(rows: list[dict], model: str) -> Line:
     unc = (f"n = {n} windows (paired across lengths); r 95% CI {_n(t['r_ci'][0])} to {_n(t['r_ci'][1])} "
            f"(bootstrap), p = {t['r_p']:.3g} (randomization over lengths); slope 95% CI {_n(t['slope_ci'][0])} to "
            f"{_n(t['slope_ci'][1])}, p = {t['slope_p']:.3g}, detects >= {_n(t['slope_mde'], 2)}{tr}")
-    rises = "S_n rises with l" if t["rises"] else "no significant rise of S_n with l"
+    rises = ("S_n rises with l" if t["rises"] else
+             f"S_n falls with l (one-sided randomization p = {t['fall_p']:.3g}): the opposite of the paper's premise"
+             if t["falls"] else "no significant rise of S_n with l")
     sign = "r < 0 as Eq. 2" if t["negative"] else "r < 0 not shown"
     under = n is not None and n < 10000
     return Line("ce_entropy", model, r, text, unc, f"{rises} (ctxlens's test); {sign} ({SCOPE})"

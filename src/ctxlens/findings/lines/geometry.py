@@ -21,7 +21,7 @@ from ctxlens.findings.accs import (
     depth_result,
     plateau_result,
 )
-from ctxlens.findings.card import Context, Line, absent, card_line
+from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.models import local_model, recurrent_hybrid
 
 RERUN = f"re-run the part with >= {MIN_WINDOWS} windows"
@@ -98,7 +98,8 @@ def accs_depth(rows: list[dict], model: str, L: int, types: dict | None = None) 
                0: "no depth trend shown: the interval holds 0"}[t["verdict"]]
     return Line("accs_depth", model, rho, text, unc, verdict, {**numbers, "within": within},
                 n=t["k"], unit="windows", interval=t.get("ci_ACCS"), bounds=(-1.0, 1.0), mde=mde,
-                underpowered=t["verdict"] is None or mde is None or mde > MIN_RHO)
+                underpowered=t["verdict"] is None or mde is None or mde > MIN_RHO, null=t["verdict"] == 0,
+                effect=MIN_RHO, needs=needs_by_se(t["k"], mde, MIN_RHO))
 
 
 def accs_plateau(rows: list[dict], model: str, L: int, info: dict) -> Line:
@@ -134,4 +135,6 @@ def accs_plateau(rows: list[dict], model: str, L: int, info: dict) -> Line:
             "" if want is None else ", as expected" if p["verdict"] == want else ", unlike the paper")
     return Line("accs_plateau", model, ratio, text, unc, verdict, numbers, n=p["k"], unit="windows",
                 interval=p.get("ci") if p.get("determined") else None, bounds=unbounded, mde=mde,
-                underpowered=p["verdict"] is None and (mde is None or mde > MIN_RATIO_GAP))
+                underpowered=p["verdict"] is None and (mde is None or mde > MIN_RATIO_GAP),
+                null=p["k"] >= MIN_WINDOWS and p["verdict"] is None, effect=MIN_RATIO_GAP,
+                needs=needs_by_se(p["k"], mde, MIN_RATIO_GAP))

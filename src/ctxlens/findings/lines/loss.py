@@ -23,7 +23,7 @@ import math
 
 from ctxlens.core.papers import named
 from ctxlens.core.stats import normal_quantile, one_sample_t, t_quantile
-from ctxlens.findings.card import Context, Line, absent, card_line
+from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.models import train_length_of
 from ctxlens.findings.verdicts import number as _n
 
@@ -203,7 +203,8 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
     verdict = ("falls over the last doubling" if t["fires"] == "up" else
                "rises over the last doubling" if t["fires"] == "down" else "no significant gain")
     return Line("usable_context", model, t["mean"], text, unc, verdict, numbers, n=n, unit="windows",
-                interval=t["ci"], bounds=(-math.inf, math.inf), mde=t["mde"], underpowered=under)
+                interval=t["ci"], bounds=(-math.inf, math.inf), mde=t["mde"], underpowered=under,
+                null=t["fires"] is None, effect=USABLE_GAIN, needs=needs_by_se(n, t["mde"], USABLE_GAIN))
 
 
 # ------------------------------------------------------------------------------- suffix-ppl

@@ -16,7 +16,7 @@ from ctxlens.core.papers import RULER_TASKS as RULER_13  # RULER's 13 tasks (Tab
 from ctxlens.core.papers import named
 from ctxlens.core.stats import mde as mde_of
 from ctxlens.core.stats import mean_resamples
-from ctxlens.findings.card import Context, Line, absent, card_line
+from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.long_sequence import (
     ALPHA,
     DEPTH_GRID,
@@ -153,12 +153,14 @@ def effective(rows: list[dict], model: str, claimed: int | None, threshold: floa
                    "effective length not determined")
     else:
         verdict = f"undetermined: an interval includes {threshold}"
+    null = verdict.startswith("undetermined")
     return Line("effective_length", model, eff, text, unc, verdict,
                 {"effective_length": eff, "at": at, "score": score, "se": ses[at], "threshold": threshold,
                  "claimed": claimed, "scores": {n: scored[n][0] for n in full}, "intervals": {n: scored[n][1]
                                                                                                for n in full}},
-                n=n_items, unit="samples", interval=ci, bounds=(0.0, 100.0), mde=m,
-                underpowered=m is None or m > MIN_GAP)
+                n=n_items, unit="samples per task", interval=ci, bounds=(0.0, 100.0), mde=m,
+                underpowered=m is None or m > MIN_GAP, null=null, effect=MIN_GAP,
+                needs=needs_by_se(n_items, m, MIN_GAP))
 
 
 def _subset(per: dict[int, dict[str, list[float]]], model: str, claimed: int | None) -> Line:
@@ -189,25 +191,34 @@ def _grid_note(got: dict) -> str:
 
 
 def _detects(what: str, mde: float | None, n: int) -> str:
-    """The power clause: the smallest detectable effect, or that n haystacks cannot detect any."""
+    """The power clause of the anytime-valid test: the smallest detectable effect, or that n haystacks
+    cannot detect any."""
     return f"detects a {what} >= {_n(mde)}" if mde is not None else \
-        f"{n} haystacks cannot detect even a {what} of 1 (5% level, 80% power)"
+        f"{n} haystacks cannot detect even a {what} of 1 (80% power)"
+
+
+def _needs(needs: int | None, effect: float, what: str) -> str:
+    """The planner's clause: haystacks the anytime-valid test needs for the paper's effect."""
+    return (f"; the paper's {what} of {effect:g} needs {needs} haystacks (80% power, planned by simulation)"
+            if needs is not None else f"; no number of haystacks reaches 80% power for a {what} of {effect:g}")
 
 
 def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Line:
     """Needle accuracy at L and 2L per haystack (``long_sequence.length_test``): the paper expects a
     drop only from the training length T to 2T, so the verdict tests it only when L >= T; when 2L
     is inside T (or T is not known) the numbers are shown and the line says it is no test."""
-    got = length_test(rows, L)
+    got = length_test(rows, L, plan=True)
     if got["why"]:
         return absent("retrieval_2l", model, f"not measured: {got['why']}")
     n, m, ci = got["n"], got["mde"], got["interval"]
     text = f"{got['at_L']:.2f} at {L} vs {got['at_2L']:.2f} at {2 * L} (mean over depths per haystack)"
     ci_text = (f"95% CI {ci[0]:+.2f} to {ci[1]:+.2f} (bootstrap over haystacks)" if ci else
                f"no interval (fewer than {MIN_BOOTSTRAP} haystacks to bootstrap)")
-    unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, {ci_text}; paired p = {got['p']:.3g}; "
-           f"{_detects('drop', m, n)}"
-           + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})"))
+    unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, {ci_text}; anytime-valid p of a drop = {got['p']:.3g}, "
+           f"of a drop below the paper's {MIN_DROP:g} = {got['p_small']:.3g} (betting test over haystacks, valid "
+           f"under optional stopping; fixed-n sign-flip p {got['p_fixed']:.3g}); {_detects('drop', m, n)}"
+           + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})")
+           + _needs(got["needs"], MIN_DROP, "drop"))
     if train is None:
         verdict = "not a test of the paper: the model's training length is not recorded"
     elif 2 * L <= train:
@@ -216,21 +227,25 @@ def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Lin
         verdict = f"not a test of the paper (L = {L} is below the training length {train})"
     elif got["at_L"] == 0:
         verdict = "nothing retrieved at L: untestable"
+    elif got["p"] <= ALPHA:
+        verdict = "drops, as the paper expects (ctxlens's anytime-valid test)"
+    elif got["p_small"] <= ALPHA:
+        verdict = f"no drop as large as the paper's {MIN_DROP:g}: the drop is below it (ctxlens's anytime-valid test)"
     else:
-        verdict = ("drops, as the paper expects (ctxlens's paired test)" if got["p"] < ALPHA
-                   else "no significant drop (ctxlens's paired test)")
+        verdict = "no significant drop (ctxlens's anytime-valid test)"
+    null = verdict.startswith("no significant")
     return Line("retrieval_2l", model, got["diff"], text, unc, verdict,
-                {"at_L": got["at_L"], "at_2L": got["at_2L"], "n": n, "p": got["p"], "train_length": train,
-                 "depths": got["depths"]},
+                {"at_L": got["at_L"], "at_2L": got["at_2L"], "n": n, "p": got["p"], "p_small": got["p_small"],
+                 "p_fixed": got["p_fixed"], "needs": got["needs"], "train_length": train, "depths": got["depths"]},
                 n=n, unit="haystacks", interval=ci, bounds=(-1.0, 1.0), mde=m,
-                underpowered=m is None or m > MIN_DROP)
+                underpowered=m is None or m > MIN_DROP, null=null, effect=MIN_DROP, needs=got["needs"])
 
 
 def middle_dip(rows: list[dict], model: str, L: int) -> Line:
     """Each end (depth 0, depth 100) against the middle (depth 50) on haystack pairs at L
     (``long_sequence.middle_test``): exact McNemar per end, Holm over the two ends, and the paired
     Newcombe interval of each end minus the middle. ``value`` is the smaller end minus the middle."""
-    got = middle_test(rows, L)
+    got = middle_test(rows, L, plan=True)
     if got["why"]:
         return absent("middle_dip", model, f"not measured: {got['why']}")
     s, e, n, m = got["start"], got["end"], got["n"], got["mde"]
@@ -239,24 +254,35 @@ def middle_dip(rows: list[dict], model: str, L: int) -> Line:
     text = (f"start (depth 0) {s['end']:.2f}, middle (depth {MIDDLE:g}) {s['middle']:.2f}, end (depth 100) "
             f"{e['end']:.2f} at {L}")
     unc = (f"n = {n} haystacks; start - middle {s['diff']:+.2f} (95% CI {s['interval'][0]:+.2f} to "
-           f"{s['interval'][1]:+.2f}, one-sided McNemar p of a dip = {s['p']:.3g}); end - middle {e['diff']:+.2f} "
-           f"(95% CI {e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}, p = {e['p']:.3g}); {_detects('dip', m, n)}"
+           f"{s['interval'][1]:+.2f}; anytime-valid p of a dip {s['p']:.3g}, of the reverse {s['p_reverse']:.3g}, of "
+           f"a dip below {MIN_DIP:g} {s['p_small']:.3g}); end - middle {e['diff']:+.2f} (95% CI "
+           f"{e['interval'][0]:+.2f} to {e['interval'][1]:+.2f}; p {e['p']:.3g} / {e['p_reverse']:.3g} / "
+           f"{e['p_small']:.3g}); betting tests "
+           f"over haystacks, valid under optional stopping, Holm over the two ends; {_detects('dip', m, n)}"
            + ("" if m is not None and m <= MIN_DIP else f" (underpowered for the paper's {MIN_DIP:g})")
-           + _grid_note(got))
+           + _needs(got["needs"], MIN_DIP, "dip") + _grid_note(got))
     if not got["retrieved"]:
         verdict = "nothing retrieved at depths 0, 50, 100: untestable"
     elif got["dips"] == list(ENDS):
         verdict = "the middle dips below both ends, as the paper finds"
     elif got["dips"]:
         verdict = f"one-ended: the middle dips below the {got['dips'][0]} only (Holm over the two ends)"
+    elif got["reverse"]:
+        verdict = "no dip in the middle"
+    elif got["small"]:
+        verdict = (f"no dip as large as the paper's {MIN_DIP:g}: at the " + " and the ".join(got["small"])
+                   + " the dip is below it (ctxlens's anytime-valid test, Holm)")
     else:
         verdict = "no significant dip in the middle"
+    null = verdict == "no significant dip in the middle" and bool(got["retrieved"])
     if got["reverse"]:
-        verdict += "; the " + " and the ".join(got["reverse"]) + " below the middle (McNemar, Holm), " \
+        verdict += "; the " + " and the ".join(got["reverse"]) + " below the middle (anytime-valid test, Holm), " \
             "the reverse of the paper's pattern"
     return Line("middle_dip", model, value, text, unc, verdict,
                 {"start": s["end"], "middle": s["middle"], "end": e["end"], "p_start": s["p"], "p_end": e["p"],
+                 "p_reverse": {k: got[k]["p_reverse"] for k in ENDS}, "p_small": {k: got[k]["p_small"] for k in ENDS},
+                 "small": got["small"], "reverse": got["reverse"], "needs": got["needs"],
                  "ci_start": s["interval"], "ci_end": e["interval"], "dips": got["dips"], "missing": got["missing"],
                  "worse": worse},
                 n=n, unit="haystacks", interval=ci, bounds=(-1.0, 1.0), mde=m,
-                underpowered=m is None or m > MIN_DIP)
+                underpowered=m is None or m > MIN_DIP, null=null, effect=MIN_DIP, needs=got["needs"])

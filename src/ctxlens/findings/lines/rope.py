@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ctxlens.core.papers import named
 from ctxlens.findings import positional as pos
-from ctxlens.findings.card import Context, Line, absent, card_line
+from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.models import has_rope
 
 
@@ -92,7 +92,9 @@ def positional_heads(rows: list[dict], model: str) -> Line:
         mde = None if test["mde"] is None or control["mde"] is None else max(test["mde"], control["mde"])
         under = under or mde is None or mde > pos.MIN_RHO
     return Line("positional_heads", model, value, text, unc, _presence_verdict(test), numbers, n=n, unit="prompts",
-                interval=ci, bounds=(-1.0, 1.0), mde=mde, underpowered=under)
+                interval=ci, bounds=(-1.0, 1.0), mde=mde, underpowered=under,
+                null=bool(test["controlled"] and not test["present"]), effect=pos.MIN_RHO,
+                needs=needs_by_se(n, mde, pos.MIN_RHO))
 
 
 def _passing(test: dict) -> str:
@@ -215,4 +217,5 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
                "nothing": "nothing retrieved unmasked: untested"}[test["verdict"]]
     under = n < pos.MIN_PASSKEYS or test["mde"] is None or test["mde"] > pos.MIN_DROP
     return Line("masking_effect", model, effect, text, unc, verdict, numbers, n=n, unit="passkeys", interval=ci,
-                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under)
+                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under, null=test["verdict"] == "no",
+                effect=pos.MIN_DROP, needs=None if under else n)

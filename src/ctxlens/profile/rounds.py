@@ -1,0 +1,104 @@
+"""The needle grid in rounds: more haystacks only while a needle line is undecided (issue 43, part 3).
+
+The long-sequence paper's two needle lines (retrieval at L vs 2L, lost in the middle; Section 4,
+Tables 2-3) are tested per haystack with anytime-valid tests (``ctxlens.core.sequential``: a
+betting martingale whose type-I error holds at any stopping time), so the profile may look after
+every round and stop as soon as each line decides: the effect is shown, or shown to be smaller
+than the paper's. After the suite's parts, while a needle line is open (``open_lines``) and time
+is left, a round ``niah-depth+k`` runs the grid again with a new seed (new haystacks, the same at
+every depth and length: they pool with the earlier rounds' as independent items) on only the
+lengths and depths the open lines read, sized to what the open lines' planner says they still
+need (at most doubling the haystacks so far, at least ``ROUND_MIN``), within the time left at the
+pace the grid has run so far. A collapse like 0.86 -> 0.00 decides within a handful of haystacks;
+the time a decided line does not use is left to the rest of the budget.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import ctxlens.profile.budget as fitting
+from ctxlens.findings.card import Line
+from ctxlens.findings.lines.needle import middle_dip, retrieval_2l
+from ctxlens.profile.suite import NEEDLE_DEPTHS
+
+GRID = "niah-depth"  # the part whose rounds these are; a round is GRID+k with seed base + k
+ROUND_MIN = 2  # haystacks per round at least
+MAX_HAYSTACKS = 200  # beyond this no round is planned: the line names what it would still need
+ENDS = [0.0, 50.0, 100.0]  # the depths the lost-in-the-middle line reads
+
+
+def grid_rows(where: Path, state: dict) -> list[dict]:
+    """The committed rows of the grid and its rounds that ran (``where`` is the model's folder)."""
+    from ctxlens.results import read_run
+
+    rows: list[dict] = []
+    for part in state["parts"]:
+        if part["name"].split("+")[0] == GRID and part.get("status") == "done" and (where / part["name"]).is_dir():
+            rows += read_run(where / part["name"]).rows
+    return rows
+
+
+def is_open(line: Line) -> bool:
+    """A line whose test has not decided: its verdict is a null the test could not see through
+    (``findings.card.decide``'s rule)."""
+    return bool(line.null) and line.n is not None and (line.needs is None or line.needs > line.n)
+
+
+def open_lines(rows: list[dict], model: str, L: int, train: int | None) -> dict[str, Line]:
+    """{card line key: its line} of the needle lines the rows leave undecided; retrieval at L vs 2L
+    only where it is a test of the paper (L at least the training length)."""
+    lines = [middle_dip(rows, model, L)]
+    if train is not None and L >= train:
+        lines.append(retrieval_2l(rows, model, L, train))
+    return {line.key: line for line in lines if is_open(line)}
+
+
+def _haystacks(rows: list[dict]) -> int:
+    return len({(r.get("seed", 0), r.get("sample")) for r in rows if r.get("sample") is not None})
+
+
+def next_round(spec: str, state: dict, rows: list[dict], left: float) -> dict | None:
+    """The next round of the grid of model ``spec`` (its profile record ``state``, its grid's rows
+    ``rows``) as a part record (appended to ``state["parts"]``), or None: the
+    grid not run, a round not finished, no needle line open, a line needing more than
+    ``MAX_HAYSTACKS`` or more than this design can give (``needs`` None: said on the card), or
+    no time for ``ROUND_MIN`` haystacks in ``left`` seconds at the grid's pace so far."""
+    grid = [p for p in state["parts"] if p["name"].split("+")[0] == GRID]
+    base = next((p for p in grid if p["name"] == GRID), None)
+    if base is None or base.get("status") != "done" or any(p.get("status") != "done" for p in grid):
+        return None
+    L = int(state["size"]["length"])
+    lines = open_lines(rows, spec, L, state["info"].get("train_length"))
+    have = _haystacks(rows)
+    wanted = [line.needs for line in lines.values() if line.needs is not None and line.needs <= MAX_HAYSTACKS]
+    if not wanted or have == 0:
+        return None
+    spent = sum(float(p.get("spent_s") or 0) for p in grid)
+    tokens = sum(int(p.get("tokens") or 0) for p in grid)
+    if spent <= 0 or tokens <= 0:
+        return None
+    retrieval = "retrieval_2l" in lines
+    lengths = [L, 2 * L] if retrieval else [L]
+    depths = list(NEEDLE_DEPTHS) if retrieval else list(ENDS)
+    per_haystack = sum(lengths) * len(depths)  # tokens, as the grid's own count (prompt tokens per cell)
+    pace = spent / tokens  # seconds per token of the grid so far (answers included)
+    afford = int(fitting.TARGET * left / (pace * per_haystack))
+    n = min(max(ROUND_MIN, min(wanted) - have), max(ROUND_MIN, have), MAX_HAYSTACKS - have, afford)
+    if n < ROUND_MIN:
+        return None
+    k = 1 + sum(1 for p in grid if p.get("top_up"))
+    options = {**base["options"], "lengths": lengths, "depths": depths, "n_samples": n,
+               "seed": int(base["options"].get("seed", 0)) + k}
+    planned = round(n * per_haystack * pace, 1)
+    needs = ", ".join(f"{key} needs {line.needs}" for key, line in lines.items())
+    part = {"name": f"{GRID}+{k}", "experiment": base["experiment"], "options": options,
+            "model_options": base.get("model_options", {}), "units": len(lengths) * len(depths),
+            "tokens": n * per_haystack, "planned_s": planned, "estimate_s": planned, "status": "planned",
+            "top_up": True,
+            "notes": [f"round {k}: {n} new haystacks (seed {options['seed']}) at {', '.join(map(str, lengths))} "
+                      f"for the undecided needle lines (have {have}; {needs}); {math.ceil(planned / 60)} min planned"]}
+    state["parts"].append(part)
+    print(f"  {part['notes'][0]}", flush=True)
+    return part
