@@ -551,3 +551,23 @@ def test_a_resumed_record_from_before_the_pair_probe_times_the_pair_cost_once(ll
                       runner=fake).record["models"][llama]
     assert resumed["throughput"]["pair"] >= 0
     assert sum("predates the cost per (query, key) pair" in a for a in resumed["adjustments"]) == 1
+
+
+def test_plan_prints_what_each_card_line_needs_and_writes_nothing(llama, tmp_path, capsys):
+    """``--plan`` (issue 43, part 2): the parts and, per card line, n planned, n needed and minutes,
+    after the probe and before any part; nothing written, no part run. The a-priori needs are the
+    planners' (RULER: (z_0.975 + z_0.8)^2 50^2 / (13 x 10^2) = 15.1 -> 16 samples per task)."""
+    fake = FakeRun()
+    done = profile([llama], 10, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake, length=256, plan_only=True)
+    out = capsys.readouterr().out
+    assert fake.calls == [] and not (tmp_path / "p").exists() and done.dirs == []
+    assert "what each card line needs to decide" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.startswith("  ") and len(line.split()) > 4}
+    assert rows["effective_length"][1] == "ruler" and rows["effective_length"][3] == "16"
+    assert rows["middle_dip"][1] == "niah-depth" and int(rows["middle_dip"][3]) > 20
+    assert "retrieval_2l" not in rows  # L = 256 is below the training length 1024: not a test of the paper
+    assert rows["usable_context"][3] == "pilot"
+    assert main(["profile", llama, "--budget", "1", "--out", str(tmp_path / "q"), "--plan", "--no-progress"]) == 0
+    assert not (tmp_path / "q").exists()

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ctxlens.profile.budget as fitting
+import ctxlens.profile.power as power
 import ctxlens.profile.record as records
 import ctxlens.profile.rounds as rounds
 from ctxlens.core import files, yaml_safe
@@ -140,16 +141,20 @@ class ProfileContext:
     clock: Callable[[], float]
     probe: Callable | None
     runner: Callable
+    #: print the plan and stop before any part runs, writing nothing (``--plan``)
+    plan_only: bool = False
 
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
             model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
-            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None) -> Profiled:
+            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None, plan_only: bool = False
+            ) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
     ``length``: L for every model (default: the training length, capped by the budget); ``redo``:
     parts to bring up to the suite's current design in a resume (``_redo``).
     ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
-    replaceable for tests."""
+    replaceable for tests. ``plan_only``: print each model's plan (after its throughput probe, before
+    any part: no suite forward) and write nothing; a resume prints the recorded plan."""
     from ctxlens.lm.info import read_info
     from ctxlens.runner.execute import LOAD_KEYS, parse_model_options, run
 
@@ -158,6 +163,13 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
+    if plan_only:
+        old = check(models, minutes, out, length, redo)
+        record = {"budget_minutes": minutes, "models": dict(old.get("models") or {})}
+        ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options,
+                             {k: model_options[k] for k in LOAD_KEYS if k in model_options}, progress, clock, probe,
+                             runner or run, plan_only=True)
+        return _profile_all(ctx, models, infos)
     held = _lock(out)
     try:
         old = check(models, minutes, out, length, redo)  # the record read under the lock
@@ -238,14 +250,17 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
                      + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
                         for n in fit.left_out])
         state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
-        _write(ctx.out, ctx.record)
-    elif "pair" not in state["throughput"] and _pairs_to_run(state):
+        if not ctx.plan_only:
+            _write(ctx.out, ctx.record)
+    elif "pair" not in state["throughput"] and _pairs_to_run(state) and not ctx.plan_only:
         _time_pairs(lm, state)  # a plan recorded before the probe timed pairs: the refits need their cost
         _write(ctx.out, ctx.record)
-    if ctx.redo:
+    if ctx.redo and not ctx.plan_only:
         _redo(spec, state, ctx.redo, ctx.out / state["label"])
         _write(ctx.out, ctx.record)
     _print_plan(spec, state, seconds)
+    if ctx.plan_only:
+        return 0
     return _run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
 
 
@@ -552,6 +567,10 @@ def _print_plan(spec: str, state: dict, seconds: float) -> None:
         lines.append("  nothing fits this budget at this machine's pace: raise --budget")
     lines += [f"  skipped {name}: {why}" for name, why in state["skipped"].items()]
     lines += [f"  left out {name}: {why}" for name, why in state["left_out"].items()]
+    leftover = max(0.0, seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"]) - total)
+    lines.append("  what each card line needs to decide (80% power at the paper's effect; needle lines run in rounds "
+                 "until they decide, their n planned includes what the time left buys):")
+    lines += power.table(power.line_needs(state, leftover))
     print("\n".join(printable(line) for line in lines), flush=True)  # notes may come from a resumed record
 
 
