@@ -90,12 +90,25 @@ def decide(line: Line, seconds_per_item: float | None = None) -> Line:
         why = (f"undecided: no number of {line.unit} of this design detects the effect {effect} with 80% "
                f"power (it has {line.n})")
     else:
-        more = line.needs - line.n
-        cost = "" if seconds_per_item is None else \
-            f"; about {max(1, round(more * seconds_per_item / 60))} more minutes at this profile's pace"
-        why = (f"undecided: needs {line.needs} {line.unit} to detect {effect} with 80% power (has {line.n}"
-               f"{cost})")
-    return replace(line, verdict=f"{why}; the test did not fire ({line.verdict})")
+        why = (f"undecided: needs {line.needs:,} {line.unit} to detect {effect} with 80% power (has {line.n}"
+               f"{_minutes(line.needs - line.n, seconds_per_item, '; ')})")
+    observed = needs_by_se(line.n, line.mde, abs(line.value)) if line.value is not None and math.isfinite(
+        line.value) and line.effect is not None and abs(line.value) > line.effect and line.key in SE_LINES else None
+    if observed is not None and observed > line.n:
+        why += (f"; the observed {line.value:.3g} would be decided at about {observed:,} {line.unit}"
+                + (f" ({_minutes(observed - line.n, seconds_per_item)})" if seconds_per_item is not None else ""))
+    return replace(line, verdict=f"{why}; so far: {line.verdict}")
+
+
+SE_LINES = ("usable_context", "accs_depth", "positional_heads")  # lines whose value is the effect their SE tests
+
+
+def _minutes(more: int, seconds_per_item: float | None, before: str = "") -> str:
+    """``before`` + 'about M more minutes at this profile's pace' of ``more`` items; '' when the pace is
+    not known."""
+    if seconds_per_item is None:
+        return ""
+    return f"{before}about {max(1, round(more * seconds_per_item / 60)):,} more minutes at this profile's pace"
 
 
 @dataclass(frozen=True)

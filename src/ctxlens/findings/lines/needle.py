@@ -197,11 +197,6 @@ def _detects(what: str, mde: float | None, n: int) -> str:
         f"{n} haystacks cannot detect even a {what} of 1 (80% power)"
 
 
-def _needs(needs: int | None, effect: float, what: str) -> str:
-    """The planner's clause: haystacks the anytime-valid test needs for the paper's effect."""
-    return (f"; the paper's {what} of {effect:g} needs {needs} haystacks (80% power, planned by simulation)"
-            if needs is not None else f"; no number of haystacks reaches 80% power for a {what} of {effect:g}")
-
 
 def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Line:
     """Needle accuracy at L and 2L per haystack (``long_sequence.length_test``): the paper expects a
@@ -217,8 +212,7 @@ def retrieval_2l(rows: list[dict], model: str, L: int, train: int | None) -> Lin
     unc = (f"n = {n} haystacks; 2L - L {got['diff']:+.2f}, {ci_text}; anytime-valid p of a drop = {got['p']:.3g}, "
            f"of a drop below the paper's {MIN_DROP:g} = {got['p_small']:.3g} (betting test over haystacks, valid "
            f"under optional stopping; fixed-n sign-flip p {got['p_fixed']:.3g}); {_detects('drop', m, n)}"
-           + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})")
-           + _needs(got["needs"], MIN_DROP, "drop"))
+           + ("" if m is not None and m <= MIN_DROP else f" (underpowered for the paper's {MIN_DROP:g})"))
     if train is None:
         verdict = "not a test of the paper: the model's training length is not recorded"
     elif 2 * L <= train:
@@ -260,7 +254,7 @@ def middle_dip(rows: list[dict], model: str, L: int) -> Line:
            f"{e['p_small']:.3g}); betting tests "
            f"over haystacks, valid under optional stopping, Holm over the two ends; {_detects('dip', m, n)}"
            + ("" if m is not None and m <= MIN_DIP else f" (underpowered for the paper's {MIN_DIP:g})")
-           + _needs(got["needs"], MIN_DIP, "dip") + _grid_note(got))
+           + _grid_note(got))
     if not got["retrieved"]:
         verdict = "nothing retrieved at depths 0, 50, 100: untestable"
     elif got["dips"] == list(ENDS):
