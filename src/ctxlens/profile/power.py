@@ -11,7 +11,9 @@ the alternative, the need is known a priori:
   paper's smallest discordance (0.25: haystacks found at the ends and lost in the middle);
 - RULER's effective length (RULER, Table 3): samples per task for the task-set score's two-sided 5%
   test to see ctxlens's stated gap of 10 points with binary samples at the most variable rate (0.5):
-  (z_0.975 + z_0.8)^2 50^2 / (13 x 10^2).
+  (z_0.975 + z_0.8)^2 50^2 / (13 x 10^2);
+- masking the top positional heads (the rope-distance paper, Section 4.3.2): the passkeys the
+  randomization test needs against 19 draws spread 0.8 +- 0.08 (``findings.positional``, simulated).
 
 The continuous lines (the CE gain, suffix perplexity, ACCS, the plateau, positional heads, intrinsic
 entropy) need their items' spread, which only the first run shows: the plan says "pilot", and the
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.stats import normal_quantile
 from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_plan, drop_plan
+from ctxlens.findings.positional import PLANNED_PASSKEYS
 from ctxlens.profile.suite import NEEDLE_DEPTHS
 
 RULER_GAP, RULER_TASKS, RULER_SD = 10.0, 13, 50.0  # points; the task set; a binary sample's largest SD in points
@@ -68,8 +71,8 @@ LINES = (  # card line, part, the option counting its items, unit, a-priori need
     ("accs_depth", "accs-layers", "n_sequences", "windows", None, "pilot"),
     ("accs_plateau", "accs-boundary", "n_sequences", "windows", None, "pilot"),
     ("positional_heads", "positional-heads", "n_samples", "prompts", None, "pilot"),
-    ("masking_effect", "head-masking", "n_passkey", "passkeys per depth", None,
-     "pilot (the random draws' spread)"),
+    ("masking_effect", "head-masking", "n_passkey", "passkeys", lambda: PLANNED_PASSKEYS,
+     "a drop of 0.3 below random draws spread 0.8 +- 0.08, 19 draws (the card re-plans from the draws' spread)"),
     ("ce_entropy", "intrinsic-entropy", "n_samples", "windows", None, "pilot"),
 )
 
@@ -89,6 +92,8 @@ def line_needs(state: dict, leftover: float = 0.0) -> list[LineNeed]:
             out.append(LineNeed(key, part, option, unit, None, need() if need else None, how, 0.0))
             continue
         planned = p["options"].get(option)
+        if planned is not None and option == "n_passkey":
+            planned *= len(p["options"].get("depths") or [1])  # per depth in the options, in all on the card
         if planned is not None and part == "niah-depth" and leftover > 0 and p.get("planned_s"):
             planned += int(leftover / (p["planned_s"] / planned))
         out.append(LineNeed(key, part, option, unit, planned, need() if need else None, how, p["planned_s"] / 60))

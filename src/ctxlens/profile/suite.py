@@ -15,7 +15,7 @@ Every part keeps its paper's structure and relates its lengths to the profile's 
   and by perturbation boundary at L over at least 12 windows (the geometry paper, Sections 4-5);
 - for RoPE models: pair contributions, dominant dimension vs distance, positional heads (one rho
   per head and prompt over at least 17 prompts) and masking the top 5% / 10% of them against at
-  least 19 random draws on at least 30 paired passkeys (the rope-distance paper, Section 4).
+  least 19 random draws on 90 paired passkeys at L (the rope-distance paper, Section 4).
 
 Each floor is what the card's test on that line needs (``ctxlens.findings.lines``); the card states
 n and the smallest effect n can detect.
@@ -28,18 +28,20 @@ tokenizer, residual capture) is planned out with the reason (``skip_reason``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctxlens.core.papers import RULER_TASKS
+from ctxlens.findings.positional import MIN_DRAWS, PLANNED_PASSKEYS  # the masking test's design
 from ctxlens.lm.info import ModelInfo
 
 CORE_TASKS = RULER_TASKS  # all 13 run at every size: RULER's effective length is a score over the whole set
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # as the demo: b_min, 0.5 and 1.0 are what the plateau reads
-MIN_DRAWS = 19  # random-head draws per fraction of the masking control: a randomization p >= 1/(draws + 1) reaches 0.05
 SAMPLES_PER_FEATURE = 2  # intrinsic entropy: n >= 2 x d_model
 NEEDLE_BUDGET = 32  # tokens generated per needle prompt: a 7-digit number and some words (as passkey.RULER_BUDGET)
 MIN_TASK_LENGTH = 128  # shorter prompts cannot hold a RULER template
+MASKING_WINDOWS = 10  # perplexity windows per masking condition (Figure 9's check): a mean over windows, not one
 PAIR_FACTOR = 1.1  # the q/k scan's forward and each input's per-head correlation, beside the pairs the probe times
 
 
@@ -166,22 +168,27 @@ def _heads(size: Size, info: ModelInfo) -> dict:
 
 
 def _masking(size: Size, info: ModelInfo) -> dict:
-    """At the floor: 19 random draws per fraction (a randomization p can reach 1/20 = 0.05) and 30 passkeys (10 per
-    depth), the same passkeys under every condition; the top heads are detected with ``_heads``' options, so they
-    are the positional-heads part's selection. Power: the top heads' accuracy must fall below about the 5%
-    quantile of the draws', i.e. ~2.5 sd of the draws' accuracies under the draws' mean (sd ~0.08 on 30 passkeys
-    of a model near 0.8: drops of >= 0.2 are detected). The passkeys are read at L/4 (at least
-    ``MIN_TASK_LENGTH``): the rope-distance paper (Section 4.3, Figure 8) finds masking the top heads lowers passkey
-    retrieval uniformly across lengths, so a shorter prompt tests the same claim at a quarter of the prefill. Cost
-    on SmolLM2-135M, 2 CPU cores, L = 1024: 41 conditions x 30 passkeys x (256 tokens of prefill at ~500 tokens/s +
-    about 9 decoded tokens at ~17 tokens/s) ~ 20 min; at L itself it would be about 50."""
+    """The rope-distance paper's masking (Section 4.3.2, Figures 8-9) at the design its test can decide
+    with (``ctxlens.findings.positional``): random draws per fraction from ``MIN_DRAWS`` (a randomization
+    p can reach 1/20 = 0.05) upward, and ``PLANNED_PASSKEYS`` passkeys (30 per depth), the same passkeys
+    under every condition: with the random draws' accuracies spread as a modest 0.8 +- 0.08, 19 draws and
+    90 passkeys see the stated drop of 0.3 at both fractions with 80% power (simulated,
+    ``positional.masking_power``). The passkeys are read at L (at least ``MIN_TASK_LENGTH``), the length
+    the card's other retrieval lines read, and Figure 9's perplexity check reads
+    ``MASKING_WINDOWS`` or more windows of L per condition, not one. The top heads are detected with
+    ``_heads``' options, so they are the positional-heads part's selection. Masking scores the known
+    passkeys with one teacher-forced forward each (no decoding), so the cost is the prefill: at L = 1024
+    on SmolLM2-135M, 41 conditions x (90 passkey prompts + 10 windows) x ~1,024 tokens ~ 4.2M tokens, about
+    100 min at the ~700 tokens/s its forwards ran at L = 1024 on the reference machine's 2 cores (the
+    old design, 30 passkeys at L/4 decoded and one window, took 44 min)."""
     tasks = ["passkey", "perplexity"] if size.tokenizer else ["perplexity"]
     heads = _heads(size, info)
-    short = lengths(size, info, (1 / 4,), MIN_TASK_LENGTH) or [size.length]
-    return {"lengths": short, "tasks": tasks, "fractions": heads["fractions"],
-            "n_draws": knob(size.scale, MIN_DRAWS, 99), "n_passkey": knob(size.scale, 10, 20),
-            "depths": [0.1, 0.5, 0.9],
-            "n_samples": knob(size.scale, 1, 4), "detect_length": size.length,
+    at = max(size.length, MIN_TASK_LENGTH)
+    depths = [0.1, 0.5, 0.9]
+    return {"lengths": [at if info.allows(at, size.extrapolate) else size.length], "tasks": tasks,
+            "fractions": heads["fractions"], "n_draws": knob(size.scale, MIN_DRAWS, 99),
+            "n_passkey": math.ceil(PLANNED_PASSKEYS / len(depths)), "depths": depths,
+            "n_samples": knob(size.scale, MASKING_WINDOWS, 2 * MASKING_WINDOWS), "detect_length": size.length,
             "detect_samples": heads["n_samples"], "n_queries": heads["n_queries"], "top_k": heads["top_k"]}
 
 

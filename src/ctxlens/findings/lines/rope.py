@@ -140,8 +140,18 @@ def _ppl_text(s: dict) -> str:
     return f", ppl {s['top_ppl']:.1f} vs random {min(ppl):.1f}-{max(ppl):.1f}"
 
 
+def _design_text(test: dict) -> str:
+    """The design: the passkeys' prompt lengths and the perplexity's windows."""
+    lengths = "/".join(str(n) for n in test["lengths"]) or "-"
+    windows = "/".join(str(n) for n in test["window_lengths"])
+    ppl = f", perplexity over {test['windows']} window{'s' if test['windows'] != 1 else ''}" + \
+        (f" of {windows} tokens" if windows else "") if test["windows"] else ""
+    return f"passkeys of {lengths} tokens{ppl}"
+
+
 def _masking_text(test: dict) -> str:
-    """Every fraction's passkey accuracy (top vs the random draws' mean and range) and perplexity."""
+    """Every fraction's passkey accuracy (top vs the random draws' mean and range) and perplexity,
+    and the design (passkey length, perplexity windows)."""
     parts = []
     for f, s in test["fractions"].items():
         draws = [d for d in s["random_draws"] if d is not None]
@@ -152,7 +162,7 @@ def _masking_text(test: dict) -> str:
                      f"({min(draws):.2f}-{max(draws):.2f}): {s['effect']:+.2f}" + _ppl_text(s))
     unmasked = "-" if test["none"] is None else f"{test['none']:.2f}"
     ppl = "" if test["none_ppl"] is None else f", ppl {test['none_ppl']:.1f}"
-    return "; ".join(parts) + f"; unmasked {unmasked}{ppl}"
+    return "; ".join(parts) + f"; unmasked {unmasked}{ppl}; {_design_text(test)}"
 
 
 def _same_heads(test: dict, head_rows: list[dict]) -> str:
@@ -181,10 +191,47 @@ def _collapse_note(test: dict) -> str:
             f"{min(ppl):.1f}-{max(ppl):.1f})")
 
 
+def _spread_text(test: dict, plan: dict) -> str:
+    """Why no design sees the stated drop: the fractions whose random head sets already retrieve as
+    little as the top set would ("random 10% head sets already range 0.00-1.00")."""
+    scored = [(f, v) for f, v in test["fractions"].items()
+              if v["top"] is not None and any(d is not None for d in v["random_draws"])]
+    wide = []
+    for (f, v), ok in zip(scored, plan["reachable"]):
+        if not ok:
+            draws = [d for d in v["random_draws"] if d is not None]
+            wide.append(f"random {float(f) * 100:g}% head sets already range {min(draws):.2f}-{max(draws):.2f}")
+    return "; ".join(wide) + f"; the design cannot detect a drop of {pos.MIN_DROP:g}"
+
+
+def _plan_text(test: dict, plan: dict) -> str:
+    """What the design needs to see the stated drop with 80% power (``positional.masking_plan``)."""
+    if not all(plan["reachable"]):
+        return _spread_text(test, plan)
+    if plan["needs"] is not None:
+        return (f"80% power needs {plan['needs']} passkeys at {plan['draws']} draws" if plan["needs"] > test[
+            "n_passkeys"] else f"80% power at {test['n_passkeys']} passkeys and {plan['draws']} draws")
+    if plan["design"] is not None:
+        return (f"80% power needs {plan['design']['draws']} draws and {plan['design']['passkeys']} passkeys "
+                f"(no number of passkeys at {plan['draws']} draws)")
+    return (f"no design up to {pos.DRAW_LADDER[-1]} draws and {pos.MAX_PASSKEYS} passkeys reaches 80% power to "
+            f"detect a drop of {pos.MIN_DROP:g}")
+
+
+def _power_text(plan: dict) -> str:
+    """The simulated power at the rows' design and the model it assumes."""
+    spreads = " / ".join(f"{m:.2f} +- {sd:.2f}" for m, sd in plan["spreads"])
+    detect = "no drop (not even a top set at 0)" if plan["mde"] is None else f"drops >= {plan['mde']:.2f}"
+    return (f"power {plan['power']:.2f} to detect a drop of {pos.MIN_DROP:g} (simulated: each random draw's rate "
+            f"from a Beta with the draws' mean +- between-draw SD, {spreads}); detects {detect}")
+
+
 def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> Line:
-    """Every fraction's top-vs-random passkey accuracy and perplexity (Figures 8-9), then ctxlens's
-    randomization test (``ctxlens.findings.positional.masking_test``) with the Figure 9 perplexity
-    check; the interval is a paired bootstrap over passkeys of the largest fraction's effect."""
+    """Every fraction's top-vs-random passkey accuracy and perplexity (Figures 8-9) with the passkeys'
+    length and the perplexity's windows, then ctxlens's randomization test
+    (``ctxlens.findings.positional.masking_test``) with the Figure 9 perplexity check; the interval is
+    a two-way bootstrap over passkeys and random draws of the largest fraction's effect; the power and
+    the design that sees a drop of ``MIN_DROP`` are simulated (``positional.masking_plan``)."""
     test = pos.masking_test(mask_rows)
     if test["verdict"] == "absent":
         return absent("masking_effect", model, "not measured: no scored head-masking passkey rows")
@@ -197,7 +244,7 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
     ci = pos.masking_interval(mask_rows, largest)
     ps = " / ".join(f"{float(f) * 100:g}% p = {_f(s['p'], '.3f')}" for f, s in fracs.items())
     numbers = {"fractions": fracs, "none": test["none"], "none_ppl": test["none_ppl"], "n_draws": draws,
-               "fraction": float(largest)}
+               "fraction": float(largest), "lengths": test["lengths"], "windows": test["windows"]}
     same = _same_heads(test, head_rows)
     collapse = _collapse_note(test)
     if test["verdict"] == "untestable" or ci is None and test["verdict"] not in ("nothing",):
@@ -208,14 +255,19 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
         verdict = "untested" + (f"; {collapse}: not specific" if collapse else "")
         return Line("masking_effect", model, effect, text, why + same, verdict, numbers, n=n, unit="passkeys",
                     bounds=(-1.0, 1.0), underpowered=True)
+    plan = pos.masking_plan(test)
+    numbers["plan"] = plan
+    planned = "" if plan is None else f"; {_power_text(plan)}; {_plan_text(test, plan)}"
     unc = (f"n = {n} passkeys (paired), {draws} random draws per fraction; effect at {float(largest) * 100:g}%: "
-           f"95% CI {_ci(ci)} (bootstrap over passkeys); randomization {ps} (ctxlens's test); detects drops "
-           f">= {_f(test['mde'], '.2f')}" + same)
+           f"95% CI {_ci(ci)} (two-way bootstrap over passkeys and random draws); randomization {ps} (ctxlens's "
+           f"test){planned}" + same)
     verdict = {"hurts": "top heads hurt more, as expected (p <= 0.05 at every fraction)",
                "collapse": f"not specific: {collapse}",
                "no": "not more than random",
                "nothing": "nothing retrieved unmasked: untested"}[test["verdict"]]
-    under = n < pos.MIN_PASSKEYS or test["mde"] is None or test["mde"] > pos.MIN_DROP
+    if test["verdict"] == "no" and plan is not None and plan["needs"] is None:  # why no passkeys help
+        verdict += f": {_plan_text(test, plan)}"
+    under = n < pos.MIN_PASSKEYS or plan is None or plan["power"] < pos.POWER
     return Line("masking_effect", model, effect, text, unc, verdict, numbers, n=n, unit="passkeys", interval=ci,
-                bounds=(-1.0, 1.0), mde=test["mde"], underpowered=under, null=test["verdict"] == "no",
-                effect=pos.MIN_DROP, needs=None if under else n)
+                bounds=(-1.0, 1.0), mde=None if plan is None else plan["mde"], underpowered=under,
+                null=test["verdict"] == "no", effect=pos.MIN_DROP, needs=None if plan is None else plan["needs"])
