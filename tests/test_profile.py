@@ -571,3 +571,31 @@ def test_plan_prints_what_each_card_line_needs_and_writes_nothing(llama, tmp_pat
     assert rows["usable_context"][3] == "pilot"
     assert main(["profile", llama, "--budget", "1", "--out", str(tmp_path / "q"), "--plan", "--no-progress"]) == 0
     assert not (tmp_path / "q").exists()
+
+
+def test_decide_gives_the_needle_rounds_time_beyond_the_budget_in_a_resume(llama, tmp_path, monkeypatch):
+    """A profile whose budget runs out leaves the dip undecided after its rounds; the same command with
+    --decide 30 runs more rounds beyond the budget (said in the record) until the line decides, and
+    nothing else."""
+    from ctxlens.profile import rounds
+
+    fake = FakeRun()
+    dip = lambda n, d, i: d != 50.0 or i % 2 == 0  # noqa: E731
+    monkeypatch.setattr(rounds, "grid_rows", _planted_grid(fake, dip))
+    first = profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                    runner=fake, length=256)
+    from ctxlens.findings.lines.needle import middle_dip
+
+    before = len(fake.calls)
+    rounds_before = len([p for p in first.record["models"][llama]["parts"] if p.get("top_up")])
+    state = first.record["models"][llama]
+    assert not middle_dip(rounds.grid_rows(None, state), llama, 256).verdict.startswith("the middle dips")  # budget out
+    done = profile([llama], 3, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+                   runner=fake, length=256, decide=30)
+    state = done.record["models"][llama]
+    extra = [p for p in state["parts"] if p.get("top_up")]
+    assert len(extra) > rounds_before and {e for e, _ in fake.calls[before:]} == {"niah-depth"}
+    assert any("beyond the budget under --decide 30" in note for note in state["adjustments"])
+    assert middle_dip(rounds.grid_rows(None, state), llama, 256).verdict.startswith("the middle dips below both")
+    with pytest.raises(CtxlensError, match="--decide must be"):
+        profile([llama], 3, tmp_path / "p", progress=False, runner=fake, length=256, decide=-1)

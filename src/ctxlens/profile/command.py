@@ -143,23 +143,30 @@ class ProfileContext:
     runner: Callable
     #: print the plan and stop before any part runs, writing nothing (``--plan``)
     plan_only: bool = False
+    #: seconds per model the needle rounds may run beyond the budget in this run of the command (``--decide``)
+    decide: float = 0.0
 
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
             model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
-            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None, plan_only: bool = False
-            ) -> Profiled:
+            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None, plan_only: bool = False,
+            decide: float = 0.0) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
     ``length``: L for every model (default: the training length, capped by the budget); ``redo``:
     parts to bring up to the suite's current design in a resume (``_redo``).
     ``clock``, ``probe`` (lm -> Throughput) and ``runner`` (``ctxlens.runner.execute.run``) are
     replaceable for tests. ``plan_only``: print each model's plan (after its throughput probe, before
-    any part: no suite forward) and write nothing; a resume prints the recorded plan."""
+    any part: no suite forward) and write nothing; a resume prints the recorded plan. ``decide``:
+    minutes per model that the needle grid's rounds (``profile.rounds``) may run beyond the budget in
+    this run of the command, while a needle line is undecided (recorded in ``adjustments``)."""
     from ctxlens.lm.info import read_info
     from ctxlens.runner.execute import LOAD_KEYS, parse_model_options, run
 
     out, models, redo = Path(out), list(dict.fromkeys(models)), tuple(dict.fromkeys(redo))
     check(models, minutes, out, length, redo)
+    if isinstance(decide, bool) or not isinstance(decide, int | float) or not 0 <= decide <= MAX_MINUTES:
+        raise CtxlensError(f"--decide must be a number of minutes from 0 to {MAX_MINUTES}, got {decide}; e.g. "
+                           "--decide 30.")
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
@@ -177,7 +184,7 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
                   "models": dict(old.get("models") or {})}
         load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options, load_options, progress, clock,
-                             probe, runner or run)
+                             probe, runner or run, decide=60.0 * decide)
         return _profile_all(ctx, models, infos)
     finally:
         held.release()
@@ -361,7 +368,11 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
             _write(out, record)
         part = next((p for p in state["parts"] if p["status"] in ("planned", "failed") and p["name"] not in ran), None)
         if part is None:  # the needle grid's next round while a needle line is undecided (``profile.rounds``)
-            part = rounds.next_round(spec, state, rounds.grid_rows(where, state), deadline - clock())
+            left = max(deadline - clock(), started + ctx.decide - clock())
+            part = rounds.next_round(spec, state, rounds.grid_rows(where, state), left)
+            if part is not None and deadline - clock() < left:
+                state["adjustments"].append(f"{part['name']}: run beyond the budget under --decide "
+                                            f"{ctx.decide / 60:g} (for the undecided needle lines)")
             _write(out, record)
         if part is None:
             break
