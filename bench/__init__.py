@@ -17,6 +17,7 @@ BENCHES = (
     "train_throughput",
     "parity_table_form",
     "prefix_share",
+    "forced_scoring",
     "progress_overhead",
     "suite_overhead",
 )

@@ -108,6 +108,8 @@ def test_niah_depth_rows_are_the_same_with_and_without_sharing():
         cache: dict = {}
         rows[share] = [r for unit in exp.plan(config) for r in exp.run(lm, config, unit, cache)]
         tokens[share] = cache["backend"].prefill_tokens
+    logprobs = {share: [r.pop("gold_logprob") for r in rows[share]] for share in rows}  # forced forward's sums:
+    assert logprobs[True] == pytest.approx(logprobs[False], rel=1e-5)  # equal to the order of float32 sums
     assert rows[True] == rows[False]
     assert tokens[False] == sum(r["n_tokens"] for r in rows[False])
     assert tokens[True] < 0.7 * tokens[False]

@@ -122,8 +122,18 @@ TASK_ROWS = (
     Column("score", float, "fraction", "the task's score of the generation, 0..1", optional=True),
     Column("metric", str, "", "the scoring rule ('all' outputs, or 'part' of them)"),
     Column("tokenization", str, "", "how the prompt was tokenised ('pieces': per rendered piece)", optional=True),
-    Column("pred", str, "", "the model's generated text (None unless predictions are kept)", optional=True),
+    Column("pred", str, "", "the model's generated text; for an item scored 'forced', the decoded gold answer, which "
+                            "greedy decoding provably writes first (None unless predictions are kept)", optional=True),
     Column("outputs", list, "", "the expected outputs"),
+    Column("scored_by", str, "", "'forced': proven by one teacher-forced forward over prompt + gold answer (every gold "
+                                 "token the argmax, the gold text scoring 100), not decoded; 'decoded': decoded "
+                                 "greedily", optional=True),
+    Column("gold_logprob", float, "nats", "sum of the log-probabilities of the gold answer's tokens (its first "
+                                          "gold_tokens) given the prompt and the gold tokens before them (None: no "
+                                          "forced forward, e.g. --forced off or a vllm / openai backend)",
+           optional=True),
+    Column("gold_tokens", int, "tokens", "gold answer tokens the forced forward scored: all of them, or the first "
+                                         "'budget' of a longer one (None: no forced forward)", optional=True),
     FLAG,
 )
 

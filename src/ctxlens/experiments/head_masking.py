@@ -8,7 +8,9 @@ in prefill and generation alike), for the top 5% / 10%, and compared with the sa
 random heads over several draws and with no masking.
 
 Measures per (transform, condition, length): passkey retrieval, one row per passkey (``probe``,
-its index; score 1 or 0, greedy; a minimal built-in probe, ``ctxlens.probes.passkey``), the same
+its index; score 1 or 0, greedy; a minimal built-in probe, ``ctxlens.probes.passkey``; a passkey
+one teacher-forced forward over prompt + answer proves retrieved, under the unit's masks, is not
+decoded: ``scored_by``, and the answer's log-probability ``gold_logprob``), the same
 passkeys under every condition, so conditions compare paired; and perplexity of ``n_samples``
 windows of ``source``. The card's test (``ctxlens.findings.positional.masking_test``) needs at least
 19 random draws per fraction (a randomization p >= 1 / (draws + 1)) and 30 passkeys.
@@ -124,9 +126,12 @@ def _passkey_rows(lm, config: Config, length: int) -> list[Row]:
     except TooShort as err:  # RULER's template does not fit this length
         return [{"task": "passkey", "score": None, "n": 0, "flag": str(err), **style}]
     rows = []
-    for i, p in enumerate(probes):  # one row per passkey: the same passkeys under every condition (paired)
-        rows.append({"task": "passkey", "depth": p.depth, "probe": i, "score": float(passkey.retrieved(lm, p)),
-                     "n": 1, "n_tokens": p.n_tokens, **style})
+    # one row per passkey: the same passkeys under every condition (paired); the known answers are scored in
+    # one teacher-forced forward, inside the unit's head masks, and only the probes it does not prove are decoded
+    for i, (p, r) in enumerate(zip(probes, passkey.scored(lm, probes))):
+        rows.append({"task": "passkey", "depth": p.depth, "probe": i, "score": float(r.hit), "n": 1,
+                     "n_tokens": p.n_tokens, "scored_by": r.scored_by, "gold_logprob": r.gold_logprob,
+                     "gold_tokens": r.gold_tokens, **style})
     return rows
 
 
@@ -196,6 +201,12 @@ COLUMNS = declare(
     Column("score", float, "fraction", "1 when the passkey was retrieved, else 0", optional=True),
     Column("n_tokens", int, "tokens", "tokens of the prompt or window"),
     Column("passkey_style", str, "", "how the passkey haystack is made ('corpus', ...)"),
+    Column("scored_by", str, "", "passkey rows: 'forced' (retrieved as proven by one teacher-forced forward over "
+                                 "prompt + answer, not decoded) or 'decoded'", optional=True),
+    Column("gold_logprob", float, "nats", "passkey rows: the answer tokens' summed log-probability given the "
+                                          "prompt (None: not measured)", optional=True),
+    Column("gold_tokens", int, "tokens", "passkey rows: the answer's tokens scored by the forced forward",
+           optional=True),
     Column("n_masked", int, "", "heads masked"),
     Column("heads", list, "", "the masked heads as [[layer, head], ...]"),
     Column("nll", float, "nats", "mean next-token loss of the window with the heads masked"),

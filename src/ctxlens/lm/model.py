@@ -221,10 +221,14 @@ class LM:
         self.check_length(ids.shape[1])
         return ids.to(self.device)
 
-    def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+    def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, cache=None):
         """The base model (no LM head) over [batch, seq] ids; returns its output object, whose
-        ``last_hidden_state`` [batch, seq, d_model] is what the LM head reads."""
-        kwargs: dict[str, bool | torch.Tensor] = {"use_cache": False}
+        ``last_hidden_state`` [batch, seq, d_model] is what the LM head reads. With ``cache`` (the
+        model's own cache of earlier ids, ``ctxlens.lm.prefix_cache``) the ids continue it, and it is
+        extended in place."""
+        kwargs: dict[str, object] = {"use_cache": cache is not None}
+        if cache is not None:
+            kwargs["cache"] = cache
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask.to(self.device)
         out = self.decoder(input_ids=input_ids, **kwargs)
@@ -276,14 +280,17 @@ class LM:
                                        post=self._logits_post(), chunk=chunk)
 
     @torch.inference_mode()
-    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int, min_new_tokens: int = 0) -> torch.Tensor:
+    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int, min_new_tokens: int = 0,
+               cache=None) -> torch.Tensor:
         """[batch, seq + new] ids: the model's own greedy ``generate`` (its KV / recurrent cache) from
         ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``;
-        ``min_new_tokens``: no end-of-text stop before that many new tokens."""
+        ``min_new_tokens``: no end-of-text stop before that many new tokens; ``cache``: the model's
+        cache of the ids but the last (``ctxlens.lm.prefix_cache``), continued instead of a prefill."""
         self.check_length(torch.as_tensor(input_ids).shape[-1] + max_new_tokens)
         ids = self._ids(input_ids)
+        kwargs = {"cache": cache} if cache is not None else {}
         return self.model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                                   do_sample=False, pad_token_id=pad_token_id)
+                                   do_sample=False, pad_token_id=pad_token_id, **kwargs)
 
     def capture(self, input_ids, **request) -> _capture.Capture:
         """One forward returning only the requested slices; see ``ctxlens.lm.analysis.capture.run_capture``."""

@@ -23,6 +23,13 @@ Passkey prompts come in two styles, both scored by greedy generation (exact matc
   tokens and scored as RULER does (the number found in the answer); the default for models
   outside the zoo.
 
+The answer is known, so ``scored`` first runs one teacher-forced forward per batch of probes of
+equal length over prompt + gold answer (``ctxlens.tasks.forced``; the gold answer is the passkey
+as the prompt's last words lead into it: ``Probe.gold``): a probe whose every gold token is the
+argmax, and whose gold text the probe's own rule accepts, is retrieved without decoding (greedy
+decoding would write the gold answer first); the others are decoded as ``retrieved`` decodes them.
+Both run inside whatever context the caller holds (``lm.mask_heads(...)`` in ``head-masking``).
+
 Depth is the fraction of the prompt before the needle (0: start, 1: end). Prompts are built to
 ``length`` tokens; ``n_tokens`` records the actual count (a tokenizer may land a little short).
 
@@ -55,6 +62,7 @@ class Probe:
     answer: str
     depth: float
     budget: int = 0  # tokens generated; 0: the answer's tokens + 1, and the answer must come first
+    gold: str = ""  # the answer as the model would write it after the prompt ('': none, always decoded)
 
     @property
     def n_tokens(self) -> int:
@@ -98,7 +106,8 @@ def _corpus(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
     if length < MIN_PROBE_DISTANCE:
         raise CtxlensError(f"Corpus passkey prompts need at least {MIN_PROBE_DISTANCE} tokens; use longer lengths.")
     ids = _fit(tokenizer, lambda n_bytes: probe(n_bytes).prompt, length)
-    return Probe(ids, probe(length).answer, depth)  # the answer depends on (seed, i) only
+    answer = probe(length).answer  # the answer depends on (seed, i) only
+    return Probe(ids, answer, depth, gold=answer)  # after "Answer: "
 
 
 def _classic(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
@@ -118,7 +127,7 @@ def _classic(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
         cut = cut + 2 if cut >= 0 else 0
         return head + filler[:cut] + needle + filler[cut:] + ask
 
-    return Probe(_fit(tokenizer, build, length), key, depth)
+    return Probe(_fit(tokenizer, build, length), key, depth, gold=" " + key)  # after "The pass key is"
 
 
 def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: int = 0,
@@ -139,20 +148,87 @@ def _ruler(tokenizer, length: int, depth: float, n: int, seed: int) -> list[Prob
 
     batch = generate(RULER_TASK, tokenizer, length, n, seed, template="auto", budget=RULER_BUDGET,
                      options={"depths": [100.0 * depth]})
-    return [Probe(torch.tensor(s.input_ids), s.outputs[0], depth, budget=RULER_BUDGET) for s in batch]
+    from ctxlens.tasks.scoring import gold_text
+
+    return [Probe(torch.tensor(s.input_ids), s.outputs[0], depth, budget=RULER_BUDGET,
+                  gold=gold_text("niah", s.outputs)) for s in batch]
+
+
+def _new_tokens(lm, probe: Probe) -> int:
+    """Tokens greedy decoding generates for ``probe``."""
+    return probe.budget or len(_encode(lm.tokenizer, probe.answer)) + 1
+
+
+def _hit(probe: Probe, text: str) -> bool:
+    """The probe's rule on generated text: RULER-style probes contain the answer (RULER's
+    ``string_match_all``), the others start with it."""
+    from ctxlens.tasks.scoring import score
+
+    return score(text, [probe.answer], "all") == 100.0 if probe.budget else text.strip().startswith(probe.answer)
 
 
 @torch.inference_mode()
-def retrieved(lm, probe: Probe) -> bool:
+def retrieved(lm, probe: Probe, cache=None) -> bool:
     """Greedy generation from the prompt starts with the answer (RULER-style probes: contains it,
-    as RULER's ``string_match_all`` scores)."""
-    from ctxlens.tasks.scoring import score
-
-    n_new = probe.budget or len(_encode(lm.tokenizer, probe.answer)) + 1
+    as RULER's ``string_match_all`` scores); ``cache``: the model's cache of the prompt but its last id."""
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id
-    out = lm.greedy(probe.ids[None], n_new, pad if pad is not None else 0)  # [1, n_tokens + new]
+    kwargs = {"cache": cache} if cache is not None else {}
+    out = lm.greedy(probe.ids[None], _new_tokens(lm, probe), pad if pad is not None else 0, **kwargs)  # [1, n + new]
     text = lm.tokenizer.decode(out[0, probe.n_tokens:].tolist(), skip_special_tokens=bool(probe.budget))
-    return score(text, [probe.answer], "all") == 100.0 if probe.budget else text.strip().startswith(probe.answer)
+    return _hit(probe, text)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One probe's outcome and how it was found."""
+
+    hit: bool  # retrieved: what ``retrieved`` returns
+    scored_by: str  # forced (proven by the teacher-forced forward) | decoded
+    gold_logprob: float | None  # the gold answer's summed log-probability, nats; None: not forced
+    gold_tokens: int | None  # its tokens; None: not forced
+
+
+@torch.inference_mode()
+def scored(lm, probes: list[Probe], forced: bool = True, batch_size: int = 8) -> list[Scored]:
+    """Every probe's ``Scored``, in order, the same hits as ``retrieved``: with ``forced``, probes of equal
+    length go through the forced forwards in batches of ``batch_size`` (``ctxlens.tasks.forced.prove``,
+    from the model's cache of their prompts where it can be reused); a probe is a hit without decoding
+    when greedy decoding provably writes ids whose text passes the probe's rule (``_hit``) first; every
+    other probe is decoded by ``retrieved``, from the same cache. Runs in the caller's context (head
+    masks included)."""
+    from ctxlens.lm.prefix_cache import prefill, reuse_problem
+    from ctxlens.tasks.forced import argmax_moved, gold_ids, prove, rows_of
+
+    if not forced or argmax_moved(lm.model):
+        return [Scored(retrieved(lm, p), "decoded", None, None) for p in probes]
+    stop = getattr(getattr(lm.model, "generation_config", None), "eos_token_id", None)
+    eos = set(stop if isinstance(stop, (list, tuple)) else [] if stop is None else [stop])  # where generate stops
+    reuse = not reuse_problem(lm)
+    by_length: dict[int, list[int]] = {}
+    for i, p in enumerate(probes):
+        by_length.setdefault(p.n_tokens, []).append(i)
+    done: dict[int, Scored] = {}
+    for members in by_length.values():
+        for start in range(0, len(members), batch_size):
+            chunk = [probes[i] for i in members[start:start + batch_size]]
+            budgets = [_new_tokens(lm, p) for p in chunk]
+            golds = [gold_ids(lm.tokenizer, p.gold)[:n] for p, n in zip(chunk, budgets)]
+            ids = torch.stack([p.ids for p in chunk]).to(lm.device)  # [B, n_tokens]
+            cache = prefill(lm, ids[:, :-1]) if reuse and ids.shape[1] > 1 else None
+
+            def accept(k: int, gold: list[int], chunk=chunk) -> bool:
+                return _hit(chunk[k], lm.tokenizer.decode(gold, skip_special_tokens=bool(chunk[k].budget)))
+
+            found, proven, cache = prove(lm, ids, golds, budgets, eos, accept, cache)
+            for k, (i, p) in enumerate(zip(members[start:start + batch_size], chunk)):
+                m = len(golds[k]) or None
+                logprob = found[k].logprob if m else None
+                if proven[k] is not None:
+                    done[i] = Scored(True, "forced", logprob, m)
+                else:
+                    row = rows_of(cache, [k], len(chunk), ids.device, fresh=True)
+                    done[i] = Scored(retrieved(lm, p, row), "decoded", logprob, m)
+    return [done[i] for i in range(len(probes))]
 
 
 def ruler_needle_accuracy(lm, length: int, depth: float, n: int, seed: int) -> dict:

@@ -5,23 +5,28 @@ The long-sequence paper ("How Well Can a Long Sequence Model Model Long Sequence
 and the intrinsic-entropy paper ("Intrinsic Entropy of Context Length Scaling in LLMs",
 Appendix A) score what a model generates
 for fitted task prompts; every experiment does that the same way, here. One row per sample.
+
+The answers are known, so with ``forced`` (transformers backend) one teacher-forced forward over
+prompt + gold answer proves the items greedy decoding would answer with the gold text first
+(``ctxlens.tasks.forced``): they score 100 without decoding, and only the others are decoded.
+Every row says which way it was scored and the gold answer's log-probability.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
 from ctxlens.core.units import Cache, Row
-from ctxlens.tasks import RULER_TASKS
-from ctxlens.tasks.backends import Backend, backend_for
+from ctxlens.tasks import RULER_TASKS, get_task
+from ctxlens.tasks.backends import Answer, Backend, TransformersBackend, backend_for
 from ctxlens.tasks.base import Sample, check_options, taken_by
 from ctxlens.tasks.render import Template
-from ctxlens.tasks.scoring import score
+from ctxlens.tasks.scoring import gold_text, proves, score
 
 
 @dataclass
@@ -41,6 +46,9 @@ class TaskOptions:
     share_prefix: bool = option(True, "transformers only: prefill a prefix that prompts share (the haystack before a "
                                       "needle) once and reuse its cache; models whose cache cannot be reused prefill "
                                       "every prompt")
+    forced: bool = option(True, "transformers only: score known answers in one teacher-forced forward over prompt + "
+                                "gold answer and decode only the items it does not prove (greedy decoding would "
+                                "write the gold answer first); the same scores as decoding every item")
     tensor_parallel: PositiveInt = option(1, "vllm only: GPUs the model is split over")
     api_base: str = option("", "openai only: the server's base URL, e.g. http://localhost:8000/v1")
     api_model: str = option("", "openai only: the served model's name; empty: the model spec")
@@ -125,18 +133,23 @@ def samples(lm, config: TaskOptions, task: str, length: int, cache: Cache, extra
     return last[1]
 
 
-def decode(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], budgets: list[int]) -> list[str]:
-    """Greedy answers of ``prompts``; in a run, each batch's answers are checkpointed as it finishes
-    and answers an interrupted attempt of the unit kept are not decoded again (``core.progress``)."""
+def _backend(lm, config: TaskOptions, cache: Cache):
+    """The unit cache's decoding backend (made once: it keeps the shared prefixes' caches)."""
     if "backend" not in cache:
         cache["backend"] = backend_for(lm, config.backend, batch_size=config.batch_size,
                                        tensor_parallel=config.tensor_parallel, api_base=config.api_base,
                                        api_model=config.api_model, share_prefix=config.share_prefix)
+    return cache["backend"]
+
+
+def decode(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], budgets: list[int]) -> list[str]:
+    """Greedy answers of ``prompts``; in a run, each batch's answers are checkpointed as it finishes
+    and answers an interrupted attempt of the unit kept are not decoded again (``core.progress``)."""
+    backend = _backend(lm, config, cache)
     keys = [_sample_key(p, b) for p, b in zip(prompts, budgets)]
     kept = progress.saved()
     done = {i: kept[k] for i, k in enumerate(keys) if k in kept}
     progress.skip(sum(len(prompts[i]) + budgets[i] for i in done))
-    backend = cache["backend"]
     local = backend.name == "transformers"  # its forwards feed the meter; a server's answers count here
 
     def finished(i: int, text: str) -> None:
@@ -151,6 +164,39 @@ def _sample_key(prompt: list[int], budget: int) -> str:
     """What a checkpointed answer is kept under: greedy decoding makes it a function of the prompt
     ids and the budget (the model and options are the checkpoint's own fingerprint)."""
     return hashlib.sha256(json.dumps([list(map(int, prompt)), int(budget)]).encode()).hexdigest()[:32]
+
+
+def golds(lm, batch: list[Sample]) -> list[list[int]]:
+    """Each sample's gold answer ids: ``scoring.gold_text`` of its task's family, tokenised on its own."""
+    from ctxlens.tasks.forced import gold_ids
+
+    return [gold_ids(lm.tokenizer, gold_text(get_task(s.task).family, s.outputs)) for s in batch]
+
+
+def answers(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], batch: list[Sample]) -> list[Answer]:
+    """Every sample's ``Answer`` for ``prompts`` (its prompt as the model sees it): with ``forced`` on the
+    transformers backend, the items one teacher-forced forward proves are not decoded
+    (``TransformersBackend.generate_forced``), else every item is decoded (``decode``). In a run each
+    answer is checkpointed as it is found, and those an interrupted attempt kept are taken as given."""
+    budgets = [s.budget for s in batch]
+    backend = _backend(lm, config, cache)
+    if not (config.forced and isinstance(backend, TransformersBackend)):
+        return [Answer(text, "decoded") for text in decode(lm, config, cache, prompts, budgets)]
+    gold = golds(lm, batch)
+    keys = [_sample_key(p, b) + ":forced:" + _sample_key(g, 0) for p, b, g in zip(prompts, budgets, gold)]
+    kept = progress.saved()
+    done = {i: Answer(**json.loads(kept[k])) for i, k in enumerate(keys) if k in kept}
+    progress.skip(sum(len(prompts[i]) + budgets[i] for i in done))
+
+    def finished(i: int, answer: Answer) -> None:
+        progress.save(keys[i], json.dumps(asdict(answer)))
+        if answer.scored_by == "forced":  # the decoding steps the plan counted and nobody ran
+            progress.skip(max(0, budgets[i] - len(gold[i])))
+
+    def proven(i: int, text: str) -> bool:
+        return proves(text, batch[i].outputs, batch[i].metric)
+
+    return backend.generate_forced(prompts, gold, budgets, proven, done=done, on_done=finished)
 
 
 def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None
@@ -184,14 +230,13 @@ def answer_depth(sample: Sample) -> dict:
 
 
 def rows_for(lm, config: TaskOptions, cache: Cache, batch: list[Sample], visible: int | None = None) -> list[Row]:
-    """Generate for every sample of ``batch`` (optionally seeing only its last ``visible`` tokens), score."""
+    """Answer every sample of ``batch`` (optionally seeing only its last ``visible`` tokens), score."""
     bos = len(cache.setdefault("bos", _bos(lm)))
     prompts = [s.input_ids if visible is None else
                visible_ids(s.input_ids, visible, bos if s.template == "plain" else 0) for s in batch]
-    preds = decode(lm, config, cache, prompts, [s.budget for s in batch])
     rows = []
-    for s, p, pred in zip(batch, prompts, preds):
-        d = answer_depth(s)
+    for s, p, answer in zip(batch, prompts, answers(lm, config, cache, prompts, batch)):
+        d, pred = answer_depth(s), answer.text
         rows.append({
             "sample": s.index, "sample_id": s.id, "n_tokens": s.n_tokens, "budget": s.budget,
             "fill": round(s.fill, 5), "visible": len(p), "template": s.template, "system_prompt": s.system_prompt,
@@ -199,6 +244,7 @@ def rows_for(lm, config: TaskOptions, cache: Cache, batch: list[Sample], visible
             "to_end": (s.n_tokens - d["tokens"]) if d else None,
             "score": score(pred, s.outputs, s.metric), "metric": s.metric, "tokenization": s.meta.get("tokenization"),
             "pred": pred if config.keep_predictions else None, "outputs": s.outputs,
+            "scored_by": answer.scored_by, "gold_logprob": answer.gold_logprob, "gold_tokens": answer.gold_tokens,
         })
     return rows
 

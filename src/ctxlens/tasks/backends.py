@@ -16,6 +16,9 @@ backend supplies only how it answers the prompts left (``_answer``).
   prefix that prompts share (the haystack before the needle of a depth sweep) is prefilled once
   and its cache copied into each batch (``ctxlens.tasks.prefix``), for models whose cache passes
   ``ctxlens.lm.prefix_cache.reuse_problem``; ``prefill_tokens`` counts the prompt tokens run;
+  ``generate_forced`` first scores known answers in one teacher-forced forward per batch
+  (``ctxlens.tasks.forced``) from the same prefix cache, and decodes, from the prompt's cache,
+  only the items that forward did not prove;
 * ``VLLMBackend``: ``vllm.LLM`` with tensor parallelism, temperature 0; import-guarded;
 * ``OpenAIBackend``: an OpenAI-compatible ``/v1/completions`` endpoint (vLLM's server, ...),
   sending token ids (or text), temperature 0.
@@ -31,6 +34,9 @@ import urllib.error
 import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
 
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.prefix_cache import copied, prefill, reuse_problem
@@ -38,6 +44,34 @@ from ctxlens.tasks.prefix import PrefixStore, common_length, shared_lengths
 
 Backend = typing.Literal["transformers", "vllm", "openai"]
 BACKENDS = typing.get_args(Backend)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One item's answer: decoded, or proven by the forced forward (``ctxlens.tasks.forced``)."""
+
+    text: str  # the generated text; when forced, the decoded gold text (what decoding would write first)
+    scored_by: str  # forced | decoded
+    gold_logprob: float | None = None  # the gold tokens' summed log-probability, nats; None: no forced forward
+    gold_tokens: int | None = None  # m, the gold answer's tokens; None: no forced forward
+
+
+def _gather(n: int, done: Mapping[int, typing.Any] | None, on_done: Callable[[int, typing.Any], None] | None,
+            run: Callable[[list[int], Callable[[int, typing.Any], None]], None]) -> list:
+    """``n`` answers in order: those in ``done`` (index -> answer) taken as given, the others from
+    ``run(todo, finished)``, each reported to ``on_done`` as ``finished`` hears of it."""
+    done = done or {}
+    out = [done.get(i) for i in range(n)]
+
+    def finished(i: int, answer) -> None:
+        out[i] = answer
+        if on_done is not None:
+            on_done(i, answer)
+
+    todo = [i for i in range(n) if i not in done]
+    if todo:
+        run(todo, finished)
+    return out
 
 
 class Decoder(abc.ABC):
@@ -52,18 +86,8 @@ class Decoder(abc.ABC):
         hears of each other answer once the backend has it."""
         if len(prompts) != len(budgets):
             raise CtxlensError(f"{len(prompts)} prompts were given {len(budgets)} budgets; give one budget per prompt.")
-        done = done or {}
-        out = [done.get(i, "") for i in range(len(prompts))]
-
-        def finished(i: int, text: str) -> None:
-            out[i] = text
-            if on_done is not None:
-                on_done(i, text)
-
-        todo = [i for i in range(len(prompts)) if i not in done]
-        if todo:
-            self._answer(prompts, budgets, todo, finished)
-        return out
+        return _gather(len(prompts), done, on_done,
+                       lambda todo, finished: self._answer(prompts, budgets, todo, finished))
 
     @abc.abstractmethod
     def _answer(self, prompts: Sequence[Sequence[int]], budgets: Sequence[int], todo: list[int],
@@ -114,34 +138,98 @@ class TransformersBackend(Decoder):
         """Batches of equal length and budget among ``todo``; a batch's answers are reported together once
         it is decoded. Batches are formed as without an interrupted attempt's answers when those hold
         whole batches, as an interrupted attempt leaves them (``ctxlens.runner.partial``)."""
-        import torch
-        from transformers import GenerationConfig
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for i in todo:
+            groups[(len(prompts[i]), int(budgets[i]))].append(i)
+        shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
+        for (length, budget), members in groups.items():
+            self.lm.check_length(length + budget)
+            config = self._config(budget)
+            for start in range(0, len(members), self.batch_size):
+                chunk = members[start:start + self.batch_size]
+                ids, cache = self._started([list(prompts[i]) for i in chunk], min(shared[i] for i in chunk))
+                for i, text in zip(chunk, self._generate(ids, cache, config)):
+                    finished(i, text)
+
+    def generate_forced(self, prompts: Sequence[Sequence[int]], golds: Sequence[Sequence[int]],
+                        budgets: Sequence[int], proves: Callable[[int, str], bool],
+                        done: Mapping[int, Answer] | None = None,
+                        on_done: Callable[[int, Answer], None] | None = None) -> list[Answer]:
+        """Every prompt's ``Answer``, in prompt order: one teacher-forced forward over prompt + gold ids per
+        decoding batch (``ctxlens.tasks.forced``) proves the items whose greedy answer starts with their gold ids
+        and whose decoded gold text ``proves(index, text)`` (RULER's scorer gives it 100); only the
+        other items are decoded, from the same prompt cache. ``done`` and ``on_done`` as in ``generate``."""
+        if not len(prompts) == len(golds) == len(budgets):
+            raise CtxlensError(f"{len(prompts)} prompts were given {len(golds)} gold answers and {len(budgets)} "
+                               "budgets; give one of each per prompt.")
+        return _gather(len(prompts), done, on_done,
+                       lambda todo, finished: self._force(prompts, golds, budgets, proves, todo, finished))
+
+    def _force(self, prompts: Sequence[Sequence[int]], golds: Sequence[Sequence[int]], budgets: Sequence[int],
+               proves: Callable[[int, str], bool], todo: list[int], finished: Callable[[int, Answer], None]) -> None:
+        """The batches decoding would form (``_answer``), each started from the shared prefix's cache as
+        decoding starts it and run to its prompts' last id; then the forced forwards
+        (``ctxlens.tasks.forced.prove``), and the unproven rows are decoded from the prompts' cache."""
+        from ctxlens.tasks.forced import argmax_moved, prove, rows_of
 
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for i in todo:
             groups[(len(prompts[i]), int(budgets[i]))].append(i)
         shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
-        pad = self.lm.tokenizer.pad_token_id
-        pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
+        moved = argmax_moved(self.lm.model, self._config(1))  # decoding off the raw argmax proves nothing
+        decode = self.lm.tokenizer.decode
         for (length, budget), members in groups.items():
             self.lm.check_length(length + budget)
-            config = GenerationConfig(max_new_tokens=budget, do_sample=False, num_beams=1, pad_token_id=pad,
-                                      eos_token_id=sorted(self.eos) or None)
+            config = self._config(budget)
             for start in range(0, len(members), self.batch_size):
                 chunk = members[start:start + self.batch_size]
-                rows = [list(prompts[i]) for i in chunk]
-                cached, cache = self._prefix(rows, min(shared[i] for i in chunk))
-                self.prefill_tokens += len(rows) * (length - cached)
-                ids = torch.tensor(rows, dtype=torch.long, device=self.lm.device)  # [B, L]
-                if cache is not None:  # covers ids[:, :cached]; run the rest but the last token in blocks
-                    cache = prefill(self.lm, ids[:, cached:length - 1], cache)
-                kwargs = {"cache": cache} if cache is not None else {}
-                with torch.inference_mode():
-                    gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                                 generation_config=config, **kwargs)  # [B, L + new]
-                texts = [self._decode(row) for row in gen[:, length:].tolist()]
-                for i, text in zip(chunk, texts):
-                    finished(i, text)
+                scored = [list(golds[i])[:budget] for i in chunk]  # a gold past the budget: its first tokens
+                ids, cache = self._started([list(prompts[i]) for i in chunk], min(shared[i] for i in chunk),
+                                           fresh=True)
+
+                def accept(k: int, gold: list[int], chunk=chunk) -> bool:  # as _decode reads ids without an end
+                    return not moved and proves(chunk[k], decode(gold, skip_special_tokens=True))
+
+                found, proven, cache = prove(self.lm, ids, scored, [budget] * len(chunk), self.eos, accept, cache)
+                rest = [k for k, g in enumerate(proven) if g is None]
+                for k, g in enumerate(proven):
+                    if g is not None:
+                        finished(chunk[k], Answer(decode(g, skip_special_tokens=True), "forced", found[k].logprob,
+                                                  len(scored[k])))
+                if rest:
+                    cache = rows_of(cache, rest, len(chunk), ids.device)
+                    for k, text in zip(rest, self._generate(ids[rest], cache, config)):
+                        finished(chunk[k], Answer(text, "decoded", found[k].logprob, len(scored[k])))
+
+    def _config(self, budget: int):
+        """A fresh greedy generation config for ``budget`` new tokens (no sampling, one beam)."""
+        from transformers import GenerationConfig
+
+        pad = self.lm.tokenizer.pad_token_id
+        pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
+        return GenerationConfig(max_new_tokens=budget, do_sample=False, num_beams=1, pad_token_id=pad,
+                                eos_token_id=sorted(self.eos) or None)
+
+    def _started(self, rows: list[list[int]], target: int, fresh: bool = False):
+        """(ids [B, L] of ``rows``, equal in length, on the model's device; the model's cache of
+        ids[:, :L-1] to decode them from, or None): the shared prefix's cache (``_prefix``) run on to the
+        prompts' last id; with ``fresh``, a cache prefilled here when nothing is shared (the model's
+        cache being reusable); None when prefixes are not shared."""
+        length = len(rows[0])
+        cached, cache = self._prefix(rows, target)
+        self.prefill_tokens += len(rows) * (length - cached)
+        ids = torch.tensor(rows, dtype=torch.long, device=self.lm.device)  # [B, L]
+        if cache is not None or (fresh and self.sharing() and length > 1):
+            cache = prefill(self.lm, ids[:, cached:length - 1], cache)  # in blocks when it continues a cache
+        return ids, cache
+
+    def _generate(self, ids, cache, config) -> list[str]:
+        """The greedy answers of ids [B, L], from ``cache`` (of ids[:, :L-1]) when given."""
+        kwargs = {"cache": cache} if cache is not None else {}
+        with torch.inference_mode():
+            gen = self.lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config,
+                                         **kwargs)  # [B, L + new]
+        return [self._decode(row) for row in gen[:, ids.shape[1]:].tolist()]
 
     def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:
         """(n, cache of the first n ids of every row, repeated to len(rows) rows) to start a batch

@@ -181,10 +181,10 @@ class Refit(Exception):
     """Raised when the piecewise encoding disagreed with a full one: build the sample again."""
 
 
-# The modules of this package that register no task: the engine (backends imports torch: never
-# imported by the registry). Re-exported as ``ctxlens.tasks.HELPERS``.
-HELPERS = ("backends", "base", "dataset", "export", "fit", "haystack", "layout", "prefix", "qa_data", "render",
-           "sandbox", "scoring", "tokenizer", "tokens", "words")
+# The modules of this package that register no task: the engine (backends and forced import torch:
+# never imported by the registry). Re-exported as ``ctxlens.tasks.HELPERS``.
+HELPERS = ("backends", "base", "dataset", "export", "fit", "forced", "haystack", "layout", "prefix", "qa_data",
+           "render", "sandbox", "scoring", "tokenizer", "tokens", "words")
 
 
 def load_builtin() -> None:

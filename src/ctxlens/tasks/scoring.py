@@ -22,6 +22,10 @@ Language Models?", Table 3: the threshold 85.6 is Llama-2-7B's score at 4K):
 ``optimal_length`` is the visible context with the best mean accuracy (seed 001, "Intrinsic
 Entropy of Context Length Scaling in LLMs", Appendix A.3). Pure Python: the report can use
 these without torch.
+
+``gold_text`` is the canonical answer a task's prompt asks for, written as RULER's own solved
+examples write it after the answer prefix; ``proves`` says whether a model that writes it first
+scores 100 whatever it writes next (the forced route of ``ctxlens.tasks.forced``).
 """
 
 from __future__ import annotations
@@ -66,6 +70,35 @@ def score(prediction: str, references: Sequence[str], metric: str) -> float:
     if metric not in METRICS:
         raise unknown("metric", metric, METRICS)
     return 100.0 * METRICS[metric](postprocess(prediction), references)
+
+
+def _numbered(outputs: Sequence[str]) -> str:
+    return " ".join(f"{i + 1}. {w}" for i, w in enumerate(outputs))
+
+
+# family -> the answer after the answer prefix, as RULER's prompts and solved examples write it:
+# niah ("... mentioned in the provided text are"): the values, comma-separated; vt ("they are: ",
+# and its example "they are:  A B C"): the names, space-separated; cwe (its example
+# "are: 1. a 2. b ..."): the numbered words; fwe ("are:"): the words, space-separated; qa
+# ("Answer:", metric 'part'): its first reference alone. Each after one space.
+GOLD = {"niah": lambda o: ", ".join(o), "vt": lambda o: " ".join(o), "cwe": _numbered,
+        "fwe": lambda o: " ".join(o), "qa": lambda o: o[0]}
+
+
+def gold_text(family: str, outputs: Sequence[str]) -> str:
+    """The canonical answer to a prompt of a task of ``family`` with references ``outputs``, as the
+    model would write it right after the answer prefix (``GOLD``; other families: space-separated)."""
+    if not outputs:
+        raise CtxlensError("A sample has no references to score against; regenerate the dataset.")
+    return " " + GOLD.get(family, lambda o: " ".join(o))(list(outputs))
+
+
+def proves(text: str, references: Sequence[str], metric: str) -> bool:
+    """Whether an answer that starts with ``text`` scores 100 whatever follows it: RULER's string
+    match (the long-sequence paper, Section 4) finds every reference it needs inside ``text``
+    already, and a longer prediction keeps each found substring (post-processing strips ends and
+    maps control characters one for one; lower-casing is per character, Greek final sigma aside)."""
+    return score(text, references, metric) == 100.0
 
 
 def _given(v) -> bool:
