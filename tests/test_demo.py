@@ -195,17 +195,21 @@ def test_retrieval_collapse_needs_a_significant_drop():
         return (_needles("zoo:rope", 512, 50.0, hits_at, 10)
                 + _needles("zoo:rope", 1024, 50.0, hits_beyond, 10, hit=beyond))
 
-    # per haystack, found at 512 minus found at 1024; exact one-sided sign-flip p over the 2^10 sign patterns
-    # (haystacks with no difference add nothing): 10 drops of 1: p = 1/1024 < 0.05
+    # per haystack (in the order sampled), found at 512 minus found at 1024, tested by the anytime-valid betting
+    # test (core.sequential; the profile adds haystacks in rounds): 10 drops of 1 decide
     assert _run(fd.retrieval_collapses, rows(10, 0), ROPE)["status"] == "reproduced"
-    # 7/10 vs 4/10: 3 drops of 1, 7 zeros: p = 1/2^3 = 0.125 > 0.05
-    assert _run(fd.retrieval_collapses, rows(7, 4), ROPE)["status"] == "not reproduced"
-    # 8/10 vs 2/10: 6 drops of 1, 4 zeros: p = 1/2^6 = 0.016 < 0.05
+    # 7/10 vs 4/10: 3 drops of 1, 7 zeros: neither a drop nor a drop below the paper's 0.2 is shown: undecided
+    # (the fixed-n sign test's p would be 1/2^3 = 0.125)
+    assert _run(fd.retrieval_collapses, rows(7, 4), ROPE)["status"] == "undecided"
+    # 8/10 vs 2/10: 6 drops of 1 (haystacks 2-7), 4 zeros: the wealth reaches 1 / 0.05 (p 0.048)
     assert _run(fd.retrieval_collapses, rows(8, 2), ROPE)["status"] == "reproduced"
-    # the same 8/10 vs 2/10 when the two found at 1024 are the two lost at 512: 8 drops and 2 rises, sum 6;
-    # p = P(sum of 10 random signs >= 6) = P(>= 8 of 10 +) = (45 + 10 + 1) / 1024 = 0.055 > 0.05: pairing matters
-    crossed = rows(8, 0, beyond=lambda i: i >= 8)
-    assert _run(fd.retrieval_collapses, crossed, ROPE)["status"] == "not reproduced"
+    # 8 drops and 2 rises (sum 6; the fixed-n sign-flip p = 56 / 1024 = 0.055): pairing and order matter. With the
+    # two rises first the wealth never reaches 20 (p 0.20): undecided; with them last it crossed 20 after the
+    # 8 drops, and evidence once reached stands (the test is valid at any stopping time)
+    rises_first = (_needles("zoo:rope", 512, 50.0, 10, 10, hit=lambda i: i >= 2)
+                   + _needles("zoo:rope", 1024, 50.0, 0, 10, hit=lambda i: i < 2))
+    assert _run(fd.retrieval_collapses, rises_first, ROPE)["status"] == "undecided"
+    assert _run(fd.retrieval_collapses, rows(8, 0, beyond=lambda i: i >= 8), ROPE)["status"] == "reproduced"
     nothing = _run(fd.retrieval_collapses, rows(0, 0), ROPE)
     assert nothing["status"] == "undecided" and "undecided" in nothing["note"]
     flagged = [{"experiment": "niah-depth", "model": "zoo:rope", "length": 1024, "depth": 50.0, "seed": 0,
@@ -222,15 +226,17 @@ def test_lost_in_the_middle_needs_both_ends_above_the_middle():
         return (_needles("zoo:rope", 512, 0.0, start, n) + _needles("zoo:rope", 512, 50.0, middle, n)
                 + _needles("zoo:rope", 512, 100.0, end, n) + _needles("zoo:rope", 1024, 50.0, n, n))
 
-    # each end against the haystack's depth-50 cell, exact one-sided McNemar on the discordant haystacks (b found
-    # at the end only, c at the middle only: p = P(Bin(b + c, 1/2) >= b)), Holm over the two ends (0.025, then 0.05)
-    # 9 and 9 vs 2 of 10: b = 7, c = 0 at each end: p = 1/2^7 = 0.0078 < 0.025 and < 0.05
-    assert _run(fd.lost_in_the_middle, rows(9, 2, 9), ROPE)["status"] == "reproduced"
-    # one end below the middle is not a U although the start's dip is large: start 20 vs middle 6 of 20,
-    # b = 14, c = 0, p = 1/2^14; end 5 vs 6: b = 0, c = 1, p = 1
+    # each end against the haystack's depth-50 cell, per haystack end - middle in {-1, 0, 1}, anytime-valid betting
+    # tests of a dip, of the reverse and of a dip below the paper's 0.25, Holm over the two ends (0.025, then 0.05)
+    # 12 and 12 vs 2 of 14: 10 dips at each end: p 0.005 < 0.025 at both
+    assert _run(fd.lost_in_the_middle, rows(12, 2, 12, n=14), ROPE)["status"] == "reproduced"
+    # 9 and 9 vs 2 of 10: 7 dips at each end (the fixed-n McNemar p would be 1/2^7): the anytime p 0.028 > 0.025
+    assert _run(fd.lost_in_the_middle, rows(9, 2, 9), ROPE)["status"] == "undecided"
+    # one end below the middle is not a U although the start's dip is large: start 20 vs middle 6 of 20 (14
+    # dips), end 5 vs 6 (one haystack found at the middle only): the end's dip is shown below 0.25
     assert _run(fd.lost_in_the_middle, rows(20, 6, 5, n=20), ROPE)["status"] == "not reproduced"
-    # 6 and 6 vs 5 of 10: b = 1, c = 0 at each end: p = 0.5
-    assert _run(fd.lost_in_the_middle, rows(6, 5, 6), ROPE)["status"] == "not reproduced"
+    # 6 and 6 vs 5 of 10: one dip at each end: nothing shown either way
+    assert _run(fd.lost_in_the_middle, rows(6, 5, 6), ROPE)["status"] == "undecided"
     nothing = _run(fd.lost_in_the_middle, rows(0, 0, 0), ROPE)
     assert nothing["status"] == "undecided" and "undecided" in nothing["note"]
 
