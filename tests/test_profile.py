@@ -599,3 +599,22 @@ def test_decide_gives_the_needle_rounds_time_beyond_the_budget_in_a_resume(llama
     assert middle_dip(rounds.grid_rows(None, state), llama, 256).verdict.startswith("the middle dips below both")
     with pytest.raises(CtxlensError, match="--decide must be"):
         profile([llama], 3, tmp_path / "p", progress=False, runner=fake, length=256, decide=-1)
+
+
+def test_rounds_go_on_when_the_papers_effect_needs_more_than_the_cap(monkeypatch):
+    """The start lost and the middle found in both of 2 haystacks (SmolLM2 at 8192, Gemma at 4096): the
+    dip's planner needs 254 haystacks at that discordance, beyond the cap, yet a round is planned (the
+    line may decide the reverse, or a dip below the paper's, long before), doubling the haystacks."""
+    from ctxlens.profile import rounds
+
+    monkeypatch.setattr(rounds, "MAX_HAYSTACKS", 100)
+    base = {"name": "niah-depth", "experiment": "niah-depth", "status": "done", "spent_s": 60.0, "tokens": 42 * 256,
+            "options": {"task": "niah_single_1", "lengths": [128, 256, 512], "depths": list(suite.NEEDLE_DEPTHS),
+                        "n_samples": 2, "seed": 0}}
+    state = {"parts": [base], "size": {"length": 256}, "info": {"train_length": 1024}}
+    rows = [{"length": 256, "depth": d, "seed": 0, "sample": i, "score": 0.0 if d == 0.0 else 100.0}
+            for i in range(2) for d in suite.NEEDLE_DEPTHS]
+    part = rounds.next_round("m", state, rows, left=3600.0)
+    assert part is not None and part["options"]["n_samples"] == 2 and part["options"]["seed"] == 1
+    assert part["options"]["depths"] == [0.0, 50.0, 100.0] and "middle_dip needs 254" in part["notes"][0]
+    assert rounds.next_round("m", {**state, "parts": [base]}, rows * 1, left=1.0) is None  # no time: no round

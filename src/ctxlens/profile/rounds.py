@@ -61,10 +61,11 @@ def _haystacks(rows: list[dict]) -> int:
 
 def next_round(spec: str, state: dict, rows: list[dict], left: float) -> dict | None:
     """The next round of the grid of model ``spec`` (its profile record ``state``, its grid's rows
-    ``rows``) as a part record (appended to ``state["parts"]``), or None: the
-    grid not run, a round not finished, no needle line open, a line needing more than
-    ``MAX_HAYSTACKS`` or more than this design can give (``needs`` None: said on the card), or
-    no time for ``ROUND_MIN`` haystacks in ``left`` seconds at the grid's pace so far."""
+    ``rows``) as a part record (appended to ``state["parts"]``), or None: the grid not run, a round
+    not finished, no needle line open, ``MAX_HAYSTACKS`` reached, or no time for ``ROUND_MIN``
+    haystacks in ``left`` seconds at the grid's pace so far. A line whose planner needs more than
+    the cap for the paper's effect still gets rounds up to it: it may decide the reverse, or that
+    the effect is smaller than the paper's, long before."""
     grid = [p for p in state["parts"] if p["name"].split("+")[0] == GRID]
     base = next((p for p in grid if p["name"] == GRID), None)
     if base is None or base.get("status") != "done" or any(p.get("status") != "done" for p in grid):
@@ -72,8 +73,10 @@ def next_round(spec: str, state: dict, rows: list[dict], left: float) -> dict | 
     L = int(state["size"]["length"])
     lines = open_lines(rows, spec, L, state["info"].get("train_length"))
     have = _haystacks(rows)
-    wanted = [line.needs for line in lines.values() if line.needs is not None and line.needs <= MAX_HAYSTACKS]
-    if not wanted or have == 0:
+    # a line decides either way (the effect, the reverse, or an effect below the paper's), so rounds go on up
+    # to the cap even where the planner's n for the paper's effect lies beyond it
+    wanted = [min(MAX_HAYSTACKS, line.needs if line.needs is not None else MAX_HAYSTACKS) for line in lines.values()]
+    if not wanted or have == 0 or have >= MAX_HAYSTACKS:
         return None
     spent = sum(float(p.get("spent_s") or 0) for p in grid)
     tokens = sum(int(p.get("tokens") or 0) for p in grid)
