@@ -169,7 +169,8 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
             notes.append(f"{reducible[0].name} reduced below its statistical floor: the budget cannot afford it")
             continue
         parts.remove(victim)
-        left_out[victim.name] = "the budget cannot afford it even at its smallest size"
+        took = plan_part(victim, size, info, speed, slow).seconds
+        left_out[victim.name] = f"the budget cannot afford it even at its smallest size (about {duration(took)})"
     order = [p.name for p in everyone]
     for part in sorted((p for p in everyone if p.name in left_out), key=lambda p: p.drop_order):
         if _fits([*parts, part], size, info, speed, seconds, slow):  # a cheaper part fits the room left
