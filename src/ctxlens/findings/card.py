@@ -77,13 +77,19 @@ def needs_by_se(n: int, mde: float | None, effect: float | None, cap: int = 1_00
     return need if need <= cap else None
 
 
+def undecided(line: Line) -> bool:
+    """Whether ``line``'s verdict is a null its test could not see through: fewer items than its test
+    needs for the effect, or a design that no number of items makes able to."""
+    return line.null and line.n is not None and (line.needs is None or line.needs > line.n)
+
+
 def decide(line: Line, seconds_per_item: float | None = None) -> Line:
     """``line`` with its verdict following its power: a null verdict stands only where the test could
     see ``line.effect`` with 80% power at the items it has (``needs`` <= ``n``); otherwise it reads
     "undecided: needs N <unit> to see <effect> with 80% power (has n; about M more minutes at this
     profile's pace)", the minutes from ``seconds_per_item`` (the line's parts' time over its items)
     when known. Lines that decided, or report an effect, are returned as they are."""
-    if not line.null or line.n is None or (line.needs is not None and line.needs <= line.n):
+    if line.n is None or not undecided(line):
         return line
     effect = "-" if line.effect is None else f"{line.effect:g}"
     if line.needs is None:

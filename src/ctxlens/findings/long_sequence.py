@@ -193,21 +193,34 @@ def _mean(xs: list[float]) -> float | None:
 
 
 @functools.lru_cache(maxsize=512)
+def drop_needs(at_L: float, depths: int) -> int | None:
+    """The haystacks the anytime-valid L-vs-2L test needs for the paper's ``MIN_DROP`` with 80% power,
+    simulated on ``_drop_model``."""
+    return sequential.needed_n(_drop_model(MIN_DROP, at_L, depths), 0.0, -1.0, 1.0, ALPHA, n_cap=NEEDS_CAP)
+
+
+@functools.lru_cache(maxsize=512)
+def dip_needs(discordance: float) -> int | None:
+    """The haystacks one end's anytime-valid dip test needs at Holm's first step (0.025) for the paper's
+    ``MIN_DIP`` with 80% power: paired binary items discordant with probability ``discordance``."""
+    return sequential.needed_n(sequential.paired_binary_model(MIN_DIP, discordance), 0.0, -1.0, 1.0, ALPHA / 2,
+                               n_cap=NEEDS_CAP)
+
+
+@functools.lru_cache(maxsize=512)
 def drop_plan(n: int, at_L: float, depths: int) -> tuple[float | None, int | None]:
     """(the smallest drop the anytime-valid L-vs-2L test detects with 80% power at ``n`` haystacks,
-    the haystacks it needs for the paper's ``MIN_DROP``), both simulated on ``_drop_model``."""
-    mde = anytime_mde(lambda e: _drop_model(e, at_L, depths), n, ALPHA)
-    return mde, sequential.needed_n(_drop_model(MIN_DROP, at_L, depths), 0.0, -1.0, 1.0, ALPHA, n_cap=NEEDS_CAP)
+    ``drop_needs``), simulated on ``_drop_model``."""
+    return anytime_mde(lambda e: _drop_model(e, at_L, depths), n, ALPHA), drop_needs(at_L, depths)
 
 
 @functools.lru_cache(maxsize=512)
 def dip_plan(n: int, discordance: float) -> tuple[float | None, int | None]:
     """(the smallest dip one end's anytime-valid test detects at Holm's first step, 0.025, with 80%
-    power at ``n`` haystacks, the haystacks it needs for the paper's ``MIN_DIP``): paired binary items
-    discordant with probability ``discordance`` (the observed, at least the effect)."""
+    power at ``n`` haystacks, ``dip_needs``): items discordant with probability ``discordance`` (the
+    observed, at least the effect)."""
     mde = anytime_mde(lambda e: sequential.paired_binary_model(e, max(e, discordance)), n, ALPHA / 2)
-    return mde, sequential.needed_n(sequential.paired_binary_model(MIN_DIP, discordance), 0.0, -1.0, 1.0, ALPHA / 2,
-                                    n_cap=NEEDS_CAP)
+    return mde, dip_needs(discordance)
 
 
 def _drop_model(drop: float, at_L: float, depths: int) -> sequential.Sampler:

@@ -27,12 +27,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ctxlens.core.papers import RULER_TASKS
 from ctxlens.core.stats import normal_quantile
-from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_plan, drop_plan
+from ctxlens.findings.lines.needle import MIN_GAP as RULER_GAP
+from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_needs, drop_needs
 from ctxlens.findings.positional import PLANNED_PASSKEYS
 from ctxlens.profile.suite import NEEDLE_DEPTHS
 
-RULER_GAP, RULER_TASKS, RULER_SD = 10.0, 13, 50.0  # points; the task set; a binary sample's largest SD in points
+RULER_SD = 50.0  # points: a binary sample's largest SD (at a rate of 0.5)
 PLAN_AT_L = 0.8  # the needle's accuracy at L the plan assumes (the card re-plans from the rows)
 PLAN_DISCORDANCE = MIN_DIP  # the dip plan's discordance: the paper's smallest (the card uses the observed)
 
@@ -55,16 +57,16 @@ class LineNeed:
 
 def _ruler_needs() -> int:
     z = normal_quantile(0.975) + normal_quantile(0.8)
-    return math.ceil((z * RULER_SD / RULER_GAP) ** 2 / RULER_TASKS)
+    return math.ceil((z * RULER_SD / RULER_GAP) ** 2 / len(RULER_TASKS))
 
 
 LINES = (  # card line, part, the option counting its items, unit, a-priori need (None: pilot), how
     ("effective_length", "ruler", "n_samples", "samples per task", _ruler_needs,
      f"a {RULER_GAP:g}-point gap, binary samples at 0.5"),
     ("retrieval_2l", "niah-depth", "n_samples", "haystacks",
-     lambda: drop_plan(1, PLAN_AT_L, len(NEEDLE_DEPTHS))[1],
+     lambda: drop_needs(PLAN_AT_L, len(NEEDLE_DEPTHS)),
      f"a drop of {MIN_DROP:g} from {PLAN_AT_L:g}, anytime test"),
-    ("middle_dip", "niah-depth", "n_samples", "haystacks", lambda: dip_plan(1, PLAN_DISCORDANCE)[1],
+    ("middle_dip", "niah-depth", "n_samples", "haystacks", lambda: dip_needs(PLAN_DISCORDANCE),
      f"a dip of {MIN_DIP:g}, discordance {PLAN_DISCORDANCE:g}, anytime test"),
     ("usable_context", "loss-vs-length", "n_samples", "windows", None, "pilot: the windows' spread"),
     ("ppl_2l", "suffix-ppl", "n_sequences", "sequences", None, "pilot"),

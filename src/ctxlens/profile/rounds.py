@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 
 import ctxlens.profile.budget as fitting
-from ctxlens.findings.card import Line
+from ctxlens.findings.card import Line, undecided
 from ctxlens.findings.lines.needle import middle_dip, retrieval_2l
 from ctxlens.profile.suite import NEEDLE_DEPTHS
 
@@ -40,19 +40,13 @@ def grid_rows(where: Path, state: dict) -> list[dict]:
     return rows
 
 
-def is_open(line: Line) -> bool:
-    """A line whose test has not decided: its verdict is a null the test could not see through
-    (``findings.card.decide``'s rule)."""
-    return bool(line.null) and line.n is not None and (line.needs is None or line.needs > line.n)
-
-
 def open_lines(rows: list[dict], model: str, L: int, train: int | None) -> dict[str, Line]:
     """{card line key: its line} of the needle lines the rows leave undecided; retrieval at L vs 2L
     only where it is a test of the paper (L at least the training length)."""
     lines = [middle_dip(rows, model, L)]
     if train is not None and L >= train:
         lines.append(retrieval_2l(rows, model, L, train))
-    return {line.key: line for line in lines if is_open(line)}
+    return {line.key: line for line in lines if undecided(line)}
 
 
 def _haystacks(rows: list[dict]) -> int:
