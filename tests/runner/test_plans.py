@@ -178,11 +178,24 @@ def test_estimate_arithmetic_and_a_probe_on_a_loaded_model():
     assert speed.prefill_seconds(50, sequences=2) == pytest.approx(2 * 50 * 0.005)  # floored at half the cost
     assert speed.decode_seconds(20) == pytest.approx(2.0)
     exp = get_experiment("ruler")
-    config = make_config(exp.Config, {"tasks": ["niah_single_1"], "n_samples": 2, "max_new_tokens": 10})
+    config = make_config(exp.Config, {"tasks": ["niah_single_1"], "n_samples": 2, "max_new_tokens": 10,
+                                      "forced": False})
     assert exp.work(config, {"task": "niah_single_1", "length": 110}) == [Work(2, 100, 20, 8)]
     line = plans.estimate(exp, config, [{"task": "niah_single_1", "length": 110}], speed)
     assert "about 3 s" in line  # 2 x 100 tokens at 100/s (2 s) + one batch of 2 decoding 10 steps at 10/s (1 s)
     assert "answers that end early take less" in line  # the decoding is an upper bound, and the line says so
+    # forced scoring (the default): the items the forward proves are not decoded; the plan counts half of them
+    forced = make_config(exp.Config, {"tasks": ["niah_single_1"], "n_samples": 2, "max_new_tokens": 10})
+    work = exp.work(forced, {"task": "niah_single_1", "length": 110})
+    assert work == [Work(2, 100, 20, 8, decoded=0.5)] and work[0].decode_steps == 5
+    assert "forced scoring: 50% of the answers" in plans.estimate(exp, forced, [{"task": "niah_single_1",
+                                                                                "length": 110}], speed)
+    masking = get_experiment("head-masking")
+    mconfig = make_config(masking.Config, {"lengths": [256], "tasks": ["passkey"], "n_passkey": 4,
+                                           "depths": [0.5], "detect_length": None})
+    unit = next(u for u in masking.plan(mconfig) if u["condition"] == "random")
+    (passkeys,) = masking.work(mconfig, unit)
+    assert passkeys.decoded == 0.5 and passkeys.decode_steps == 4 * 8 // 2  # 8 tokens each, always forced
     loss = get_experiment("token-loss")
     loss_config = make_config(loss.Config, {"lengths": [100], "n_samples": 2})
     assert "end early" not in plans.estimate(loss, loss_config, loss.plan(loss_config), speed)

@@ -29,6 +29,7 @@ The runner adds ``model`` and ``experiment`` to every unit and every row.
 from __future__ import annotations
 
 import functools
+import math
 import typing
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
@@ -71,6 +72,7 @@ class Work:
     new_tokens: int = 0
     batch: int = 1
     pairs: int = 0
+    decoded: float = 1.0  # the share of ``new_tokens`` decoded: below 1 where forced scoring proves answers
 
     @property
     def prompt_tokens(self) -> int:
@@ -82,7 +84,7 @@ class Work:
         if not self.new_tokens or not self.sequences:
             return 0
         batches = -(-self.sequences // max(1, self.batch))
-        return batches * -(-self.new_tokens // self.sequences)
+        return math.ceil(self.decoded * batches * -(-self.new_tokens // self.sequences))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
-from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, needle_options, rows_for, samples
 from ctxlens.tasks import get_task
 from ctxlens.tasks.base import TooShort
 
@@ -70,7 +70,8 @@ def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defau
 
 def work(config: Config, unit: Unit) -> list[Work]:
     new = config.max_new_tokens or get_task(unit["task"]).budget
-    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size,
+                 decoded=decode_share(config))]
 
 
 COLUMNS = declare(TASK_ROWS, Column("depth", float, "fraction", "relative depth of the needle asked for"))

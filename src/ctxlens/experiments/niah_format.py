@@ -17,7 +17,7 @@ from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
-from ctxlens.probes.tasks import TaskOptions, flagged, needle_options, planned, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, needle_options, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
 Haystack = typing.Literal["essay", "repeat", "needle"]
@@ -53,7 +53,7 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 def work(config: Config, unit: Unit) -> list[Work]:
-    return [Work(*planned(config, "niah_single_2", unit["length"]))]
+    return [Work(*planned(config, "niah_single_2", unit["length"]), decoded=decode_share(config))]
 
 
 COLUMNS = declare(

@@ -19,7 +19,7 @@ from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
 from ctxlens.experiments.registry import DEMO_TASK, T, register
-from ctxlens.probes.tasks import TaskOptions, planned
+from ctxlens.probes.tasks import TaskOptions, decode_share, planned
 from ctxlens.probes.visible_tasks import Fractions, fractions_option, visible_rows
 
 
@@ -43,7 +43,7 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 def work(config: Config, unit: Unit) -> list[Work]:
-    return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]))]
+    return [Work(*planned(config, unit["task"], unit["length"], unit["fraction"]), decoded=decode_share(config))]
 
 
 COLUMNS = declare(

@@ -22,7 +22,7 @@ from ctxlens.core.options import PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import RULER_LENGTHS, Defaults, Experiment, Work, lengths_that_fit
 from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, DemoStep, Smoke, T, register, summary
-from ctxlens.probes.tasks import TaskOptions, flagged, rows_for, samples
+from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, rows_for, samples
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.base import TooShort
 from ctxlens.tasks.scoring import THRESHOLD
@@ -79,7 +79,8 @@ def budget(config: TaskOptions, task: str) -> int:
 def work(config: Config, unit: Unit) -> list[Work]:
     """``n_samples`` prompts of the length less the generation budget, and that budget each."""
     new = budget(config, unit["task"])
-    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size)]
+    return [Work(config.n_samples, max(1, unit["length"] - new), config.n_samples * new, config.batch_size,
+                 decoded=decode_share(config))]
 
 
 COLUMNS = TASK_ROWS

@@ -199,6 +199,18 @@ def answers(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], bat
     return backend.generate_forced(prompts, gold, budgets, proven, done=done, on_done=finished)
 
 
+UNPROVEN = 0.5  # the share of known-answer items a plan expects the forced forward not to prove (then decoded)
+
+
+def decode_share(config: TaskOptions) -> float:
+    """The share of its items' answer budgets a time estimate counts as decoding steps: all of them, or with
+    forced scoring on the transformers backend ``UNPROVEN`` of them (the items the teacher-forced forward
+    proves are not decoded; which ones is known only after the forward: a model that retrieves
+    everything decodes nothing, one that retrieves nothing decodes every item). The profile's refits
+    correct the prior from the parts' measured pace."""
+    return UNPROVEN if config.forced and config.backend == "transformers" else 1.0
+
+
 def planned(config: TaskOptions, task: str, length: int, fraction: float | None = None
             ) -> tuple[int, int, int, int]:
     """(prompts, tokens per prompt, tokens generated in all, prompts per batch) a unit of ``task`` at ``length`` plans

@@ -161,6 +161,10 @@ def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -
     partial = " for the units with known tokens" if None in works else ""
     decodes = any(w.new_tokens for w in known)
     upper = "; each answer decoded to its full budget: answers that end early take less" if decodes else ""
+    if decodes and any(w.decoded < 1 for w in known if w.new_tokens):
+        share = min(w.decoded for w in known if w.new_tokens)
+        upper += (f"; forced scoring: {share:.0%} of the answers counted as decoded (those the teacher-forced "
+                  "forward proves are not)")
     return (f"  estimate: about {duration(seconds)}{partial} ({speed.describe()}; from a short probe at the plan's "
             f"lengths on this machine{upper})")
 
