@@ -223,7 +223,7 @@ def test_an_undecided_needle_line_gets_rounds_of_new_haystacks_until_it_decides(
     fake = FakeRun()
     dip = lambda n, d, i: d != 50.0 or i % 2 == 0  # noqa: E731
     monkeypatch.setattr(rounds, "grid_rows", _planted_grid(fake, dip))
-    done = profile([llama], 10, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
+    done = profile([llama], 6, tmp_path / "p", progress=False, clock=fake.clock, probe=lambda lm: SPEED,
                    runner=fake, length=256)
     state = done.record["models"][llama]
     extra = [p for p in state["parts"] if p.get("top_up")]
@@ -237,7 +237,7 @@ def test_an_undecided_needle_line_gets_rounds_of_new_haystacks_until_it_decides(
     assert line.verdict.startswith("the middle dips below both ends") and line.n == sum(sizes)
     before = middle_dip(_planted_grid(type("F", (), {"calls": fake.calls[:-1]})(), dip)(None, state), llama, 256)
     assert not before.verdict.startswith("the middle dips")  # the last round was needed: it stopped at the decision
-    assert fake.now < 0.9 * 600  # the time a decided line does not need is not spent
+    assert fake.now < 0.9 * 360  # the time a decided line does not need is not spent
 
 
 def test_no_round_when_the_needle_lines_decide_on_the_first_haystacks(llama, tmp_path, monkeypatch):
@@ -618,3 +618,58 @@ def test_rounds_go_on_when_the_papers_effect_needs_more_than_the_cap(monkeypatch
     assert part is not None and part["options"]["n_samples"] == 2 and part["options"]["seed"] == 1
     assert part["options"]["depths"] == [0.0, 50.0, 100.0] and "middle_dip needs 254" in part["notes"][0]
     assert rounds.next_round("m", {**state, "parts": [base]}, rows * 1, left=1.0) is None  # no time: no round
+
+
+def _extra(info: ModelInfo, speed: Throughput, size: suite.Size) -> dict[str, float]:
+    """Seconds each a-priori decision adds at ``size``, computed by hand from the parts' plans: RULER's
+    16 samples per task against its floor, the needle grid's 39 haystacks (the dip's need; retrieval at L vs
+    2L needs fewer) at the grid's own pace per haystack."""
+    parts = {p.name: p for p in suite.PARTS}
+    ruler = budget.plan_part(parts["ruler"], size, info, speed).seconds
+    raised = budget.plan_part(parts["ruler"], budget._with(size, "ruler", "n_samples", 16), info, speed).seconds
+    grid = budget.plan_part(parts["niah-depth"], size, info, speed)
+    return {"ruler": raised - ruler, "niah-depth": (39 - grid.options["n_samples"]) * grid.seconds
+            / grid.options["n_samples"]}
+
+
+def test_the_plan_buys_the_cheapest_decisions_first_and_names_the_rest():
+    """Issue 43, part 2: the parts whose lines need a known n (RULER's 16 samples per task for a 10-point
+    gap; the needle grid's haystacks, which come in rounds and so are reserved, not planned up front) are
+    raised in order of the seconds each adds: with room for one, the cheaper is bought and the other named
+    with its minutes; with room for both, both; the sample knob fits what is left after the reserve."""
+    from ctxlens.profile.power import a_priori
+
+    assert {(n.part, n.n) for n in a_priori(8192, 8192)} >= {("ruler", 16), ("niah-depth", 39)}
+    slow = Throughput(prefill=60.0, at=512, slope=1.8e-7, decode=3.0, seconds=0.0)  # budgets past SHORT: no cap
+    floor = budget.fit(list(suite.PARTS), SMOLLM2_INFO, slow, 1.0, length=1024).size
+    extra = _extra(SMOLLM2_INFO, slow, suite.Size(1024, 0.0, True))
+    kept = [p for p in suite.PARTS if p.name != "head-masking"]  # the masking design's own n is fixed
+    base = sum(budget.plan_part(p, suite.Size(1024, 0.0, True), SMOLLM2_INFO, slow).seconds for p in kept)
+    cheap, dear = sorted(extra, key=extra.get)
+    between = (base + extra[cheap] + 0.5 * (extra[dear] - extra[cheap]) + 1.0) / budget.TARGET
+    fit = budget.fit(kept, SMOLLM2_INFO, slow, between, length=1024)
+    bought = {c[0] for c in fit.size.counts} | ({"niah-depth"} if fit.size.reserve else set())
+    assert bought == {cheap}, (extra, fit.notes)
+    assert any(n.startswith("not decided by the plan") and dear in n for n in fit.notes)
+    both = budget.fit(kept, SMOLLM2_INFO, slow, (base + sum(extra.values()) + 60.0) / budget.TARGET, length=1024)
+    assert ("ruler", "n_samples", 16) in both.size.counts
+    assert both.size.reserve == pytest.approx(extra["niah-depth"])
+    assert next(p for p in both.parts if p.name == "ruler").options["n_samples"] >= 16
+    assert both.seconds + both.size.reserve <= budget.TARGET * (base + sum(extra.values()) + 60.0) / budget.TARGET
+    assert floor.counts == () and floor.reserve == 0.0  # a budget that buys nothing plans no decision
+    assert suite.Size.of(both.size.as_dict()).as_dict() == both.size.as_dict()  # the record keeps counts, reserve
+
+
+def test_the_reserve_is_released_once_the_grid_decides_the_needle_lines(tmp_path, monkeypatch):
+    """The time reserved for the needle rounds goes to the parts not started as soon as the grid's rows
+    decide every needle line, and stays reserved while one is open."""
+    from ctxlens.profile import rounds
+
+    state = {"label": "m", "size": {"length": 256, "scale": 0.0, "reserve_s": 300.0},
+             "info": {"train_length": 1024}, "adjustments": [], "parts": [{"name": "niah-depth", "status": "done"}]}
+    monkeypatch.setattr(rounds, "grid_rows", lambda where, state: [])
+    monkeypatch.setattr(rounds, "open_lines", lambda rows, model, L, train: {"middle_dip": object()})
+    assert command._reserve(state, tmp_path) == 300.0 and not state["adjustments"]
+    monkeypatch.setattr(rounds, "open_lines", lambda rows, model, L, train: {})
+    assert command._reserve(state, tmp_path) == 0.0 and state["size"]["reserve_s"] == 0.0
+    assert "5 min reserved for their rounds go to the parts not started" in state["adjustments"][0]

@@ -18,17 +18,25 @@ work), plus a fixed cost per unit. ``fit`` chooses, in this order:
 2. cuts when even that does not fit: a reducible part run below its statistical floor (flagged),
    then whole parts planned out, the least central first (``Part.drop_order``), and back in
    those of them that fit the room the cuts left;
-3. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time.
+3. decisions, cheapest first: the parts whose card lines need a known number of items to see the
+   paper's effect with 80% power (``profile.power.a_priori``: RULER's samples per task, the needle
+   grid's haystacks, the masking passkeys) are priced at that number, and raised to it in order of
+   the seconds each decision adds while the suite still fits; the needle grid's haystacks come in
+   rounds after the suite (``profile.rounds``) that stop once its lines decide, so its decision
+   reserves their time (``Size.reserve``) rather than planning them up front. A decision the budget
+   cannot buy is noted with the minutes it would add;
+4. the sample knob ``scale`` in [0, 1]: the largest whose estimate fits ``TARGET`` of the time left
+   after the reserve.
 
 Under ``SHORT`` (30 minutes) no part may take more than ``PART_SHARE`` (a third) of the time unless it
 is the only one left: a part that does even at its smallest is left out, and the scale stops where
 one would pass it, so a short budget buys several of the card's lines rather than one long part.
 
-``refit`` does steps 2-3 again for the parts not yet started, at the same L, when the parts run so
-far took longer or much shorter than planned (their ratio ``slow`` multiplies the estimates; one
-ratio for the parts that generate answers and one for those that only run forwards, since early
-stops make the first kind's estimates the less exact): the profile shrinks what is left rather
-than overrun, and grows it rather than idle.
+``refit`` does steps 2 and 4 again (keeping step 3's counts and reserve) for the parts not yet
+started, at the same L, when the parts run so far took longer or much shorter than planned (their
+ratio ``slow`` multiplies the estimates; one ratio for the parts that generate answers and one for
+those that only run forwards, since early stops make the first kind's estimates the less exact): the
+profile shrinks what is left rather than overrun, and grows it rather than idle.
 """
 
 from __future__ import annotations
@@ -87,7 +95,7 @@ class Fit:
 def configured(part: Part, size: Size, info: ModelInfo):
     """(experiment, options, config with the model's defaults filled) of ``part`` at ``size``."""
     exp = get_experiment(part.experiment)
-    options = part.options(size, info)
+    options = size.options(part, info)
     config = make_config(exp.Config, options)
     if exp.defaults is not None:
         made = exp.defaults(info, config, frozenset(options), size.extrapolate)
@@ -215,8 +223,51 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
         notes.append(f"the model states no training length: L = {trained}")
     left_out: dict[str, str] = {}
     kept, size = _cut(parts, smallest(length), info, speed, goal, 1.0, left_out, notes)
-    size = _scale(kept, size, info, speed, goal, 1.0, 1.0)
+    size = _decide(kept, size, info, speed, goal, notes)
+    size = _scale(kept, size, info, speed, goal - size.reserve, 1.0, 1.0)
     return Fit(size, [plan_part(p, size, info, speed) for p in kept], left_out, notes)
+
+
+def _decide(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, goal: float, notes: list) -> Size:
+    """Step 3: each part whose lines need a known n raised to it (or, for the needle rounds, their time
+    reserved), the decision adding the fewest seconds first, while the suite at ``size`` fits ``goal``."""
+    from ctxlens.profile.power import a_priori
+
+    by_name = {p.name: p for p in parts}
+    offers = []
+    for need in a_priori(size.length, info.train_length):
+        part = by_name.get(need.part)
+        if part is None:
+            continue
+        options = size.options(part, info)
+        per = len(options.get("depths") or [1]) if need.option == "n_passkey" else 1  # the option counts per depth
+        have, want = int(options.get(need.option, 0)) * per, -(-need.n // per)
+        if have >= need.n:
+            continue
+        now = plan_part(part, size, info, speed).seconds
+        if need.rounds:  # the haystacks beyond the grid's come in rounds, each at the grid's pace per haystack
+            extra = (need.n - have) * now / max(have, 1)
+        else:
+            extra = plan_part(part, _with(size, need.part, need.option, want), info, speed).seconds - now
+        offers.append((extra, need, have, want))
+    for extra, need, have, want in sorted(offers, key=lambda o: o[0]):
+        raised = (dataclasses.replace(size, reserve=size.reserve + extra) if need.rounds
+                  else _with(size, need.part, need.option, want))
+        what = "haystacks in rounds" if need.rounds else need.option.removeprefix("n_")
+        if _fits(parts, raised, info, speed, goal - raised.reserve, 1.0):
+            size = raised
+            notes.append(f"decided first: {', '.join(need.lines)} get {need.n} {what} ({need.part}, "
+                         f"about {duration(extra)} more), the n its test needs at the paper's effect")
+        else:
+            notes.append(f"not decided by the plan: {', '.join(need.lines)} would need {need.n} {what} "
+                         f"({need.part} has {have}); the budget cannot add the {duration(extra)} that takes")
+    return size
+
+
+def _with(size: Size, part: str, option: str, n: int) -> Size:
+    """``size`` with the power plan's count of ``part``'s ``option`` set to ``n``."""
+    counts = tuple(c for c in size.counts if c[:2] != (part, option)) + ((part, option, n),)
+    return dataclasses.replace(size, counts=counts)
 
 
 def _affords_first(first: list[Part], size: Size, info: ModelInfo, speed: Throughput, goal: float) -> bool:

@@ -252,7 +252,7 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
             fit.notes.insert(0, note)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),
-                     size=_size_dict(fit.size), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
+                     size=fit.size.as_dict(), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
                      adjustments=[], parts=[_part_record(p, "planned") for p in fit.parts]
                      + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
                         for n in fit.left_out])
@@ -333,11 +333,6 @@ def _load() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         return None
-
-
-def _size_dict(size: Size) -> dict:
-    return {"length": size.length, "scale": round(size.scale, 4), "extrapolate": size.extrapolate,
-            "reduced": sorted(size.reduced), "tokenizer": size.tokenizer}
 
 
 def _part_record(p: fitting.Planned, status: str) -> dict:
@@ -449,7 +444,7 @@ def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
     info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
     speed = Throughput(**state["throughput"])
     code = source_digest()
-    size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
+    size = Size.of(state["size"])
     for name in names:
         if name in state["skipped"]:
             raise CtxlensError(f"{spec} cannot run the {name} part ({state['skipped'][name]}); leave it out of --redo.")
@@ -518,6 +513,23 @@ def _ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
     return {kind: clamp(s / e) if e > 0 else unseen[kind] for kind, (e, s) in paces.items()}
 
 
+def _reserve(state: dict, where: Path) -> float:
+    """The seconds the plan reserved for the needle rounds (``Size.reserve``, ``profile.budget``), or 0 once
+    the grid has run and left no needle line open: then the reserve is released to the parts not started
+    (recorded in ``adjustments``)."""
+    reserve = float(state["size"].get("reserve_s") or 0.0)
+    grid = next((p for p in state["parts"] if p["name"] == rounds.GRID), None)
+    if reserve <= 0 or grid is None or grid.get("status") != "done":
+        return reserve
+    if rounds.open_lines(rounds.grid_rows(where, state), state["label"], int(state["size"]["length"]),
+                         state["info"].get("train_length")):
+        return reserve
+    state["size"]["reserve_s"] = 0.0
+    state["adjustments"].append(f"the needle lines decided on the grid: the {duration(reserve)} reserved for their "
+                                "rounds go to the parts not started")
+    return 0.0
+
+
 def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: float, info, speed) -> None:
     """Refit the parts not started (no run directory yet, planned or left out by the budget) to the
     time ``left`` when the parts run so far took ``ratios`` times their estimates (per kind: see
@@ -525,13 +537,14 @@ def _recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: floa
     recorded in ``adjustments``."""
     fresh = [p for p in state["parts"] if p["status"] in ("planned", "left out") and not (where / p["name"]).exists()
              and not p.get("redo")]  # a redo runs as planned, beyond the budget (_redo)
+    left -= _reserve(state, where)  # the needle rounds' time, kept for them while their lines are open
     need = sum(p.get("estimate_s", p["planned_s"]) * ratios[_generates(p["experiment"])]
                for p in fresh if p["status"] == "planned")
     behind = need > fitting.TARGET * max(left, 0.0)
     ahead = need < 0.6 * left or any(p["status"] == "left out" for p in fresh)  # the refit keeps what fits
     if not fresh or not (behind or ahead):
         return
-    size = Size(**{**state["size"], "reduced": frozenset(state["size"]["reduced"])})
+    size = Size.of(state["size"])
     parts = [p for p in PARTS if p.name in {f["name"] for f in fresh}]
     fit = fitting.refit(parts, size, info, speed, max(left, 0.0), ratios)
     kept = {p.name: p for p in fit.parts}

@@ -79,6 +79,33 @@ LINES = (  # card line, part, the option counting its items, unit, a-priori need
 )
 
 
+@dataclass(frozen=True)
+class Need:
+    """What a part's lines need a priori: ``n`` items of ``option`` (the most any of ``lines`` needs), and
+    whether they come in rounds after the suite (the needle grid: ``profile.rounds``) rather than at once."""
+
+    part: str
+    option: str
+    n: int
+    lines: tuple[str, ...]
+    rounds: bool
+
+
+def a_priori(length: int, train: int | None) -> list[Need]:
+    """Per part, the items its card lines need a priori (``LINES`` with a need; retrieval at L vs 2L only
+    where L is at least the training length), for the budget's decision step (``profile.budget``)."""
+    found: dict[str, Need] = {}
+    for key, part, option, _unit, need, _how in LINES:
+        if need is None or (key == "retrieval_2l" and not (train and length >= train)):
+            continue
+        n, had = need() or 0, found.get(part)
+        if n <= 0:  # a planner that finds no n (an effect it cannot reach): nothing to buy
+            continue
+        found[part] = Need(part, option, max(n, had.n if had else 0), (*(had.lines if had else ()), key),
+                           part == "niah-depth")
+    return list(found.values())
+
+
 def line_needs(state: dict, leftover: float = 0.0) -> list[LineNeed]:
     """The plan's row per card line of a profile record ``state`` (its ``parts``), the needle lines'
     affordable haystacks raised by what ``leftover`` seconds buy at the grid's planned pace (the

@@ -36,7 +36,8 @@ STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_a
 PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, "units": Int, "tokens": Int,
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
         "top_up": Bool, "running_since": Num, "redo": Int, "code": Str}
-SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool}
+SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool, "counts": dict,
+        "reserve_s": Num}
 THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num, "pair": Num}
 INFO = {"model_type": Str, "kind": Str, "position": Str, "max_positions": Int, "hard_limit": Bool,
         "train_length": Int, "sliding_window": Int, "d_model": Int, "origin": Str, "zoo": Bool}
@@ -115,8 +116,10 @@ def _state(spec, state) -> None:
             raise _Bad(f"{where}'s throughput must be positive rates")
     if "size" in state:
         _fields(state["size"], SIZE, f"{where}'s size", required=("length", "scale"))
-        if state["size"]["length"] <= 0 or not 0 <= state["size"]["scale"] <= 1:
+        size = state["size"]
+        if size["length"] <= 0 or not 0 <= size["scale"] <= 1 or (size.get("reserve_s") or 0) < 0:
             raise _Bad(f"{where}'s size is out of range")
+        _counts(state["size"].get("counts") or {}, f"{where}'s size")
     for key in ("skipped", "left_out"):
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in (state.get(key) or {}).items()):
             raise _Bad(f"{where}'s {key} must map part names to reasons")
@@ -127,6 +130,17 @@ def _state(spec, state) -> None:
         raise _Bad(f"{where} has parts but no throughput or size")
     for i, part in enumerate(state.get("parts") or []):
         _part(part, f"{where}'s part {i + 1}")
+
+
+def _counts(counts: dict, where: str) -> None:
+    """The power plan's counts: {suite part: {planned option: a whole number from 1 to 10^6}}."""
+    suite = {p.name for p in PARTS}
+    for part, given in counts.items():
+        if part not in suite or not isinstance(given, dict):
+            raise _Bad(f"{where} sets counts of {clip(part, 40)}, not a part of the profile's suite")
+        for option, n in given.items():
+            if option not in OPTION_KEYS or not _is(n, Int) or not 1 <= n <= 10**6:
+                raise _Bad(f"{where} sets the count {clip(option, 40)} of {part} to {clip(n, 40)}")
 
 
 def _part(part, where: str) -> None:

@@ -48,14 +48,44 @@ PAIR_FACTOR = 1.1  # the q/k scan's forward and each input's per-head correlatio
 @dataclass(frozen=True)
 class Size:
     """The size of one profile: its length ``length`` (L), the sample knob ``scale`` in [0, 1],
-    whether lengths beyond the model's positions are allowed, the parts run ``reduced``, and
-    whether the model has a tokenizer (head masking scores the passkey only with one)."""
+    whether lengths beyond the model's positions are allowed, the parts run ``reduced``, whether
+    the model has a tokenizer (head masking scores the passkey only with one), the sample counts
+    the power plan set (``counts``: (part, option, n), a floor under the knob's count) and the
+    seconds it reserved for the needle rounds after the suite (``reserve``; ``profile.budget``)."""
 
     length: int
     scale: float
     extrapolate: bool = False
     reduced: frozenset[str] = frozenset()
     tokenizer: bool = True
+    counts: tuple[tuple[str, str, int], ...] = ()
+    reserve: float = 0.0
+
+    def as_dict(self) -> dict:
+        """The record's form (``profile.json``'s ``size``)."""
+        counts: dict[str, dict[str, int]] = {}
+        for part, option, n in self.counts:
+            counts.setdefault(part, {})[option] = n
+        return {"length": self.length, "scale": round(self.scale, 4), "extrapolate": self.extrapolate,
+                "reduced": sorted(self.reduced), "tokenizer": self.tokenizer, "counts": counts,
+                "reserve_s": round(self.reserve, 1)}
+
+    @classmethod
+    def of(cls, record: dict) -> Size:
+        """The size a record's ``size`` holds (``as_dict``; older records lack counts and reserve)."""
+        counts = tuple((part, option, int(n)) for part, given in (record.get("counts") or {}).items()
+                       for option, n in given.items())
+        return cls(int(record["length"]), float(record["scale"]), bool(record.get("extrapolate", False)),
+                   frozenset(record.get("reduced") or ()), bool(record.get("tokenizer", True)), counts,
+                   float(record.get("reserve_s") or 0.0))
+
+    def options(self, part: Part, info: ModelInfo) -> dict:
+        """``part``'s options at this size: its own, each count the power plan set raised to it."""
+        options = part.options(self, info)
+        for name, option, n in self.counts:
+            if name == part.name and option in options:
+                options[option] = max(int(options[option]), n)
+        return options
 
 
 def knob(scale: float, low: int, high: int) -> int:
