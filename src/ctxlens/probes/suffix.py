@@ -48,8 +48,9 @@ class SuffixOptions:
     long-range context?" shares (Sections 2-3): a prefix, then an N-token suffix whose tokens
     are the same in every condition."""
 
-    source: str = option("builtin:test", "text source: builtin[:SPLIT], a .txt/.jsonl/.parquet file or folder, "
-                                         "hf:DATASET, or random (uniform random token ids)")
+    source: str = option("sotu", "text source: sotu (natural prose, ctxlens.data.realtext), builtin[:SPLIT] (the "
+                                 "synthetic corpus), a .txt/.jsonl/.parquet file or folder, hf:DATASET, or random "
+                                 "(uniform random token ids)")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
     n_sequences: PositiveInt = option(16, "sequences (windows) per length")
     suffix_len: PositiveInt = option(32, "N: suffix tokens, the same tokens in every condition")

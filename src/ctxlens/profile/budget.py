@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.core.options import make_config
 from ctxlens.core.progress import duration
+from ctxlens.core.texts import NATURAL
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
@@ -200,14 +201,14 @@ def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slo
 
 
 def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, tokenizer: bool = True,
-        length: int | None = None) -> Fit:
+        length: int | None = None, source: str = NATURAL) -> Fit:
     """The suite of ``parts`` sized to ``seconds`` of suite time (see the module docstring);
     ``tokenizer``: whether the model has one; ``length``: L as the user set it (``--length``),
-    which skips step 1."""
+    which skips step 1; ``source``: the text the parts that read text read."""
     goal = TARGET * seconds
     extrapolate = not info.hard_limit
     trained = profile_length(info)
-    smallest = lambda n: Size(n, 0.0, extrapolate, tokenizer=tokenizer)  # noqa: E731
+    smallest = lambda n: Size(n, 0.0, extrapolate, tokenizer=tokenizer, source=source)  # noqa: E731
     if length is not None:
         notes = [f"L = {length} as --length sets it (training length {trained})"]
     else:

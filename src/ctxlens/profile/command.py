@@ -36,6 +36,7 @@ from ctxlens.core.env import source_digest
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
+from ctxlens.core.texts import NATURAL
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, Size, skip_reason
 
@@ -55,7 +56,8 @@ def label(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.") or "model"
 
 
-def check(models: list[str], minutes: float, out: Path, length: int | None = None, redo: tuple[str, ...] = ()) -> dict:
+def check(models: list[str], minutes: float, out: Path, length: int | None = None, redo: tuple[str, ...] = (),
+          source: str = NATURAL) -> dict:
     """Raise for bad input before anything is written; returns the record already in ``out``."""
     if not models:
         raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
@@ -77,6 +79,10 @@ def check(models: list[str], minutes: float, out: Path, length: int | None = Non
         how = "without --length" if old.get("length") is None else f"with --length {old['length']}"
         raise CtxlensError(f"{out} holds a profile planned {how}; run {how} to resume it, or use a new --out "
                            "directory.")
+    if old and old.get("source", "builtin") != source:  # a record without one predates the natural text
+        given = old.get("source", "builtin")
+        raise CtxlensError(f"{out} holds a profile whose parts read the text source {printable(given)!r}; run with "
+                           f"--source {printable(given)} to resume it, or use a new --out directory.")
     _check_redo(models, redo, out, old)
     return old
 
@@ -145,12 +151,14 @@ class ProfileContext:
     plan_only: bool = False
     #: seconds per model the needle rounds may run beyond the budget in this run of the command (``--decide``)
     decide: float = 0.0
+    #: the text source of every part that reads text (``--source``)
+    source: str = NATURAL
 
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
             model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
             redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None, plan_only: bool = False,
-            decide: float = 0.0) -> Profiled:
+            decide: float = 0.0, source: str = NATURAL) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
     ``length``: L for every model (default: the training length, capped by the budget); ``redo``:
     parts to bring up to the suite's current design in a resume (``_redo``).
@@ -158,12 +166,15 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     replaceable for tests. ``plan_only``: print each model's plan (after its throughput probe, before
     any part: no suite forward) and write nothing; a resume prints the recorded plan. ``decide``:
     minutes per model that the needle grid's rounds (``profile.rounds``) may run beyond the budget in
-    this run of the command, while a needle line is undecided (recorded in ``adjustments``)."""
+    this run of the command, while a needle line is undecided (recorded in ``adjustments``). ``source``:
+    the text every part that reads text reads (default the natural text, ``ctxlens.core.texts``), opened
+    (and, for the natural text, its digests checked) before anything is written."""
     from ctxlens.lm.info import read_info
     from ctxlens.runner.execute import LOAD_KEYS, parse_model_options, run
 
     out, models, redo = Path(out), list(dict.fromkeys(models)), tuple(dict.fromkeys(redo))
-    check(models, minutes, out, length, redo)
+    check(models, minutes, out, length, redo, source)
+    _check_source(source)
     if isinstance(decide, bool) or not isinstance(decide, int | float) or not 0 <= decide <= MAX_MINUTES:
         raise CtxlensError(f"--decide must be a number of minutes from 0 to {MAX_MINUTES}, got {decide}; e.g. "
                            "--decide 30.")
@@ -171,23 +182,33 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
     if plan_only:
-        old = check(models, minutes, out, length, redo)
-        record = {"budget_minutes": minutes, "models": dict(old.get("models") or {})}
+        old = check(models, minutes, out, length, redo, source)
+        record = {"budget_minutes": minutes, "source": source, "models": dict(old.get("models") or {})}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options,
                              {k: model_options[k] for k in LOAD_KEYS if k in model_options}, progress, clock, probe,
-                             runner or run, plan_only=True)
+                             runner or run, plan_only=True, source=source)
         return _profile_all(ctx, models, infos)
     held = _lock(out)
     try:
-        old = check(models, minutes, out, length, redo)  # the record read under the lock
-        record = {"budget_minutes": minutes, **({"length": length} if length is not None else {}),
+        old = check(models, minutes, out, length, redo, source)  # the record read under the lock
+        record = {"budget_minutes": minutes, "source": source, **({"length": length} if length is not None else {}),
                   "models": dict(old.get("models") or {})}
         load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options, load_options, progress, clock,
-                             probe, runner or run, decide=60.0 * decide)
+                             probe, runner or run, decide=60.0 * decide, source=source)
         return _profile_all(ctx, models, infos)
     finally:
         held.release()
+
+
+def _check_source(source: str) -> None:
+    """The text source opens (a missing or altered natural-text package, a missing file: one sentence)."""
+    from ctxlens.data.sources import open_source
+
+    if not isinstance(source, str) or not source.strip() or len(source) > records.MAX_SOURCE:
+        raise CtxlensError("--source must name a text source, e.g. --source sotu (the default) or --source builtin.")
+    if not source.strip().startswith("hf:"):  # a hub dataset is checked by its part: that needs the network
+        open_source(source)
 
 
 def _lock(out: Path):
@@ -244,11 +265,12 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
         info = lm.info
         keep = [p for p in PARTS if p.name not in skipped]
         available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
-        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)
+        fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length, ctx.source)
         if probe is None and (timed := _at_length(lm, speed, fit.size.length, PROBE_SHARE * seconds)):
             speed, note = timed  # the pace at L itself: plan again with it
             available = seconds * (1 - REPORT_SECONDS) - (clock() - started)
-            fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length)
+            fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length,
+                              ctx.source)
             fit.notes.insert(0, note)
         state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
                      load_average=_load(),

@@ -26,10 +26,11 @@ PART_MODEL_OPTIONS = {"allow_extrapolation": bool}  # all a plan may add to the 
 OPTION_KEYS = frozenset({
     "task", "tasks", "lengths", "depths", "n_samples", "batch_size", "max_new_tokens", "n_scored", "n_sequences",
     "boundaries", "n_queries", "top_k", "fractions", "n_draws", "n_passkey", "detect_length", "detect_samples",
-    "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring", "control"})
+    "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring", "control", "source"})
+MAX_SOURCE = 4096  # characters of a text source's spec (a path, or a name such as sotu)
 
 Num, Int, Str, Bool, Opt = "number", "whole number", "text", "true/false", "optional"
-TOP = {"budget_minutes": Num, "length": Int, "models": dict}
+TOP = {"budget_minutes": Num, "length": Int, "models": dict, "source": Str}
 STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_average": list,
          "load_average_after": list, "size": dict, "notes": list, "skipped": dict, "left_out": dict,
          "adjustments": list, "parts": list, "spent_s": Num}
@@ -37,7 +38,7 @@ PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, 
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
         "top_up": Bool, "running_since": Num, "redo": Int, "code": Str}
 SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool, "counts": dict,
-        "reserve_s": Num}
+        "reserve_s": Num, "source": Str}
 THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num, "pair": Num}
 INFO = {"model_type": Str, "kind": Str, "position": Str, "max_positions": Int, "hard_limit": Bool,
         "train_length": Int, "sliding_window": Int, "d_model": Int, "origin": Str, "zoo": Bool}
@@ -64,6 +65,7 @@ def validate(record, path: Path) -> dict:
     CtxlensError naming what is wrong (see the module docstring)."""
     try:
         _fields(record, TOP, "the record", required=("budget_minutes", "models"))
+        _source(record.get("source"), "the record")
         for spec, state in record["models"].items():
             _state(spec, state)
     except _Bad as err:
@@ -120,6 +122,7 @@ def _state(spec, state) -> None:
         if size["length"] <= 0 or not 0 <= size["scale"] <= 1 or (size.get("reserve_s") or 0) < 0:
             raise _Bad(f"{where}'s size is out of range")
         _counts(state["size"].get("counts") or {}, f"{where}'s size")
+        _source(state["size"].get("source"), f"{where}'s size")
     for key in ("skipped", "left_out"):
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in (state.get(key) or {}).items()):
             raise _Bad(f"{where}'s {key} must map part names to reasons")
@@ -130,6 +133,12 @@ def _state(spec, state) -> None:
         raise _Bad(f"{where} has parts but no throughput or size")
     for i, part in enumerate(state.get("parts") or []):
         _part(part, f"{where}'s part {i + 1}")
+
+
+def _source(spec, where: str) -> None:
+    """A text source's spec (None: not recorded): printable, at most ``MAX_SOURCE`` characters."""
+    if spec is not None and (not isinstance(spec, str) or not 0 < len(spec) <= MAX_SOURCE or not spec.isprintable()):
+        raise _Bad(f"{where}'s text source must be a printable spec of at most {MAX_SOURCE} characters")
 
 
 def _counts(counts: dict, where: str) -> None:
@@ -160,6 +169,9 @@ def _part(part, where: str) -> None:
     for key, value in (part.get("options") or {}).items():
         if key not in OPTION_KEYS:
             raise _Bad(f"{where} sets the option {clip(key, 40)}, which the profile never plans")
+        if key == "source":
+            _source(value, where)
+            continue
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, str):
                 _plain(item, f"{where}'s option {key!r}")

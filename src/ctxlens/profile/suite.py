@@ -28,11 +28,13 @@ tokenizer, residual capture) is planned out with the reason (``skip_reason``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctxlens.core.papers import RULER_TASKS
+from ctxlens.core.texts import NATURAL
 from ctxlens.findings.positional import MIN_DRAWS, PLANNED_PASSKEYS  # the masking test's design
 from ctxlens.lm.info import ModelInfo
 
@@ -60,6 +62,7 @@ class Size:
     tokenizer: bool = True
     counts: tuple[tuple[str, str, int], ...] = ()
     reserve: float = 0.0
+    source: str = NATURAL  # the text source of every part that reads text (``--source``)
 
     def as_dict(self) -> dict:
         """The record's form (``profile.json``'s ``size``)."""
@@ -68,20 +71,26 @@ class Size:
             counts.setdefault(part, {})[option] = n
         return {"length": self.length, "scale": round(self.scale, 4), "extrapolate": self.extrapolate,
                 "reduced": sorted(self.reduced), "tokenizer": self.tokenizer, "counts": counts,
-                "reserve_s": round(self.reserve, 1)}
+                "reserve_s": round(self.reserve, 1), "source": self.source}
 
     @classmethod
     def of(cls, record: dict) -> Size:
-        """The size a record's ``size`` holds (``as_dict``; older records lack counts and reserve)."""
+        """The size a record's ``size`` holds (``as_dict``; older records lack counts and reserve, and read the
+        synthetic corpus, the default before the natural text)."""
         counts = tuple((part, option, int(n)) for part, given in (record.get("counts") or {}).items()
                        for option, n in given.items())
         return cls(int(record["length"]), float(record["scale"]), bool(record.get("extrapolate", False)),
                    frozenset(record.get("reduced") or ()), bool(record.get("tokenizer", True)), counts,
-                   float(record.get("reserve_s") or 0.0))
+                   float(record.get("reserve_s") or 0.0), str(record.get("source") or "builtin"))
 
     def options(self, part: Part, info: ModelInfo) -> dict:
-        """``part``'s options at this size: its own, each count the power plan set raised to it."""
+        """``part``'s options at this size: its own, each count the power plan set raised to it, and the
+        profile's text source where the part's experiment reads one."""
+        from ctxlens.experiments.registry import get_experiment
+
         options = part.options(self, info)
+        if "source" in {f.name for f in dataclasses.fields(get_experiment(part.experiment).Config)}:
+            options["source"] = self.source
         for name, option, n in self.counts:
             if name == part.name and option in options:
                 options[option] = max(int(options[option]), n)

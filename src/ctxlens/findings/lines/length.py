@@ -57,3 +57,4 @@ def _short(digest: str | None) -> str | None:
         return None
     kind, _, value = digest.partition(":")
     return f"{kind}:{value[:16]}" if value else digest[:16]
+
