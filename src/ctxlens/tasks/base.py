@@ -108,7 +108,8 @@ class Task:
 # options every task takes besides its RULER arguments (``Task.options``)
 EXTRA_OPTIONS = {
     "depths": "needle / document depths in percent (one, or one per insert), instead of drawn ones",
-    "haystack_source": "essay haystack text: builtin, or a local text corpus (file or folder)",
+    "haystack_source": "essay haystack text: sotu (natural prose, the default), builtin (the synthetic corpus's "
+                       "essays), or a local text corpus (file or folder)",
     "squad": "qa_1 data: builtin, or a SQuAD v2 dev JSON file",
     "hotpotqa": "qa_2 data: builtin, or a HotpotQA distractor dev JSON file",
 }

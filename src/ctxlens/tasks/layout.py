@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ctxlens.core.texts import NATURAL
 from ctxlens.tasks.base import Draft, Mark, Setup, count, too_short
 from ctxlens.tasks.fit import Pick, Stream, fit_knob, join, pad_separators, place
 
@@ -28,7 +29,7 @@ def shared_stream(setup: Setup, kind: str) -> Stream:
     if kind == "noise":
         key, make = "noise", lambda: Stream(hay.noise_lines(), "\n", setup.encoder)
     else:
-        source = setup.option("haystack_source") or "builtin"
+        source = setup.option("haystack_source") or NATURAL  # RULER's essays are natural prose
         key = ("essay", source)
         make = lambda: Stream(hay.essay_sentences(source), " ", setup.encoder, keep_head=True)  # noqa: E731
     if key not in setup.shared:
