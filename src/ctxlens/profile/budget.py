@@ -185,6 +185,11 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
         if _fits([*parts, part], size, info, speed, seconds, slow):  # a cheaper part fits the room left
             parts.append(part)
             del left_out[part.name]
+    for name in sorted(size.reduced):  # a part reduced before a dearer one was dropped: back to its floor if it fits
+        whole = dataclasses.replace(size, reduced=size.reduced - {name})
+        if _fits(parts, whole, info, speed, seconds, slow):
+            size = whole
+            notes.remove(f"{name} reduced below its statistical floor: the budget cannot afford it")
     return sorted(parts, key=lambda p: order.index(p.name)), size
 
 
