@@ -160,7 +160,9 @@ def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_p
     assert {d.name for d in done.dirs} == {"loss-vs-length", "suffix-ppl"}
     assert all(p["status"] == "done" for p in done.record["models"][llama]["parts"])
     L = done.record["models"][llama]["size"]["length"]
-    assert all(yaml.safe_load((d / "config.yaml").read_text())["meta"] == {"profile_length": L} for d in done.dirs)
+    sequential = {"sequential": True, "looks": 1}  # the loss part is declared sequential before it runs
+    assert all(yaml.safe_load((d / "config.yaml").read_text())["meta"] == {"profile_length": L, **(
+        sequential if d.name == "loss-vs-length" else {})} for d in done.dirs)
     events.clear()
     again = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: 1 / 0,  # no new probe either
                     clock=lambda: 0.0)
@@ -188,7 +190,9 @@ def test_length_sets_L_for_every_model_and_each_part_records_it(llama, tmp_path,
     assert "L = 256 as --length sets it (training length 1024)" in state["notes"]
     niah = next(p for p in state["parts"] if p["name"] == "niah-depth")
     assert max(niah["options"]["lengths"]) == 512 and min(niah["options"]["lengths"]) == 128  # 2L .. L/2 (>= 128)
-    assert fake.metas and all(m == {"profile_length": 256} for m in fake.metas)
+    assert fake.metas and all(m == {"profile_length": 256, **({"sequential": True, "looks": 1} if e ==
+                                                               "loss-vs-length" else {})}
+                              for m, (e, _) in zip(fake.metas, fake.calls))
     assert fake.now <= 1.2 * 3 * 60
     with pytest.raises(CtxlensError, match="planned with --length 256; run with --length 256 to resume"):
         profile([llama], 3, tmp_path / "p", progress=False, length=512, clock=fake.clock, probe=lambda lm: SPEED,
@@ -568,7 +572,8 @@ def test_plan_prints_what_each_card_line_needs_and_writes_nothing(llama, tmp_pat
     assert rows["effective_length"][1] == "ruler" and rows["effective_length"][3] == "16"
     assert rows["middle_dip"][1] == "niah-depth" and int(rows["middle_dip"][3]) > 20
     assert "retrieval_2l" not in rows  # L = 256 is below the training length 1024: not a test of the paper
-    assert rows["usable_context"][3] == "pilot"
+    assert rows["usable_context"][3] == "161"  # the sequential sign test's windows for a share of 0.65 gaining
+    assert rows["accs_depth"][3] == "pilot"
     assert main(["profile", llama, "--budget", "1", "--out", str(tmp_path / "q"), "--plan", "--no-progress"]) == 0
     assert not (tmp_path / "q").exists()
 

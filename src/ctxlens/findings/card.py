@@ -98,8 +98,9 @@ def decide(line: Line, seconds_per_item: float | None = None) -> Line:
     else:
         why = (f"undecided: needs {line.needs:,} {line.unit} to detect {effect} with 80% power (has {line.n}"
                f"{_minutes(line.needs - line.n, seconds_per_item, '; ')})")
+    se_test = line.key in SE_LINES and "share" not in line.numbers  # a sequential sign test plans by share, not SE
     observed = needs_by_se(line.n, line.mde, abs(line.value)) if line.value is not None and math.isfinite(
-        line.value) and line.effect is not None and abs(line.value) > line.effect and line.key in SE_LINES else None
+        line.value) and line.effect is not None and abs(line.value) > line.effect and se_test else None
     if observed is not None and observed > line.n:
         why += (f"; the observed {line.value:.3g} would be decided at about {observed:,} {line.unit}"
                 + (f" ({_minutes(observed - line.n, seconds_per_item)})" if seconds_per_item is not None else ""))
@@ -127,6 +128,7 @@ class Context:
     info: dict | None
     L: int
     threshold: float = THRESHOLD
+    sequential: frozenset[str] = frozenset()  # parts a profile may grow in rounds (their lines test sequentially)
 
     def of(self, experiment: str) -> list[dict]:
         return self.rows.of(experiment, self.model)
@@ -211,15 +213,17 @@ def _per_item(line: Line, reads: tuple[str, ...], seconds: dict[str, float] | No
 
 
 def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, threshold: float = THRESHOLD,
-                gaps: dict[str, str] | None = None, seconds: dict[str, float] | None = None) -> list[Line]:
+                gaps: dict[str, str] | None = None, seconds: dict[str, float] | None = None,
+                sequential: frozenset[str] = frozenset()) -> list[Line]:
     """Every line of one model's column, in card order; ``gaps`` ({part: why}, from the profile's
     record) says why a line that reads a part has no rows: the model cannot run it, or the budget
     left it out; ``seconds`` ({part: seconds spent}) prices an undecided line's missing items
-    (``decide``)."""
+    (``decide``); ``sequential``: the parts whose runs a profile may grow in rounds (their lines test with
+    anytime-valid tests)."""
     specs = ordered()
     if L is None:
         return [absent(c.key, model, "not measured: the model's training length is not recorded") for c in specs]
-    ctx = Context(rows, model, info, L, threshold)
+    ctx = Context(rows, model, info, L, threshold, sequential)
     out = []
     for c in specs:
         why = c.applies(info) if c.applies is not None and info is not None else None
@@ -234,13 +238,14 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
 
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
                  threshold: float = THRESHOLD, gaps: dict[str, dict[str, str]] | None = None,
-                 seconds: dict[str, dict[str, float]] | None = None) -> dict[str, list[Line]]:
+                 seconds: dict[str, dict[str, float]] | None = None,
+                 sequential: dict[str, frozenset[str]] | None = None) -> dict[str, list[Line]]:
     """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at
     ``lengths[model]`` (its L); ``gaps``: {model: {part: why it has no rows}}, ``seconds``: {model:
     {part: seconds spent}} (``model_lines``)."""
     grouped = Rows(rows)
     return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold, (gaps or {}).get(m),
-                           (seconds or {}).get(m)) for m in infos}
+                           (seconds or {}).get(m), (sequential or {}).get(m, frozenset())) for m in infos}
 
 
 CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs-layers", "accs-boundary",
@@ -252,7 +257,7 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
     experiments measured (or ``models``), each at the profile's L its runs record, else at its
     recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows
     record, else not known)."""
-    from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, train_length_of
+    from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, recorded_sequential, train_length_of
     from ctxlens.results import profile_costs, profile_gaps
 
     runs = list(runs)
@@ -267,4 +272,4 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
         lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
     seconds = {m: {p: c["seconds"] for p, c in parts.items()} for m, parts in profile_costs(runs).items()}
-    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs), seconds)
+    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs), seconds, recorded_sequential(runs))

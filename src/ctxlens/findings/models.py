@@ -68,6 +68,20 @@ def recorded_lengths(runs) -> dict[str, int]:
     return out
 
 
+def recorded_sequential(runs) -> dict[str, frozenset[str]]:
+    """{model spec: the experiments whose runs a profile declared sequential} (``meta.sequential`` in
+    ``config.yaml``: its rounds may grow the run, so its lines test with anytime-valid tests); runs
+    outside a profile, and profiles before rounds of continuous parts, declare none."""
+    out: dict[str, set[str]] = {}
+    for run in runs:
+        config = getattr(run, "config", None) or {}
+        meta = config.get("meta")
+        if isinstance(meta, dict) and meta.get("sequential") is True:
+            for m in config.get("models") or []:
+                out.setdefault(str(m), set()).add(str(config.get("experiment")))
+    return {m: frozenset(e) for m, e in out.items()}
+
+
 def zoo_name(spec: str | None) -> str | None:
     """``rope`` for ``zoo:rope``; None for any other spec."""
     if isinstance(spec, str) and spec.startswith("zoo:") and spec[4:] in ZOO_INFO:

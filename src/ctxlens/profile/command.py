@@ -361,7 +361,7 @@ def _part_record(p: fitting.Planned, status: str) -> dict:
     return {"name": p.name, "experiment": p.experiment, "options": p.options, "model_options": p.model_options,
             "units": p.units, "tokens": p.tokens, "planned_s": round(p.seconds, 1),
             "estimate_s": round(p.estimate, 1), "notes": p.notes,
-            "status": status}
+            "status": status, **({"sequential": True} if p.name in rounds.SEQUENTIAL_PARTS else {})}
 
 
 def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, speed) -> int:
@@ -391,6 +391,9 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
                 state["adjustments"].append(f"{part['name']}: run beyond the budget under --decide "
                                             f"{ctx.decide / 60:g} (for the undecided needle lines)")
             _write(out, record)
+        if part is None:  # more windows for the loss part while its gain line is undecided (``profile.rounds``)
+            part = _windows_round(spec, state, where, max(deadline - clock(), started + ctx.decide - clock()))
+            _write(out, record)
         if part is None:
             break
         ran.add(part["name"])
@@ -401,7 +404,9 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
             ctx.runner(part["experiment"], [spec], where / part["name"], part["options"],
                        {**ctx.model_options, **planned}, progress=ctx.progress, announce=False, loaded={spec: lm},
-                       meta={"profile_length": state["size"]["length"]})
+                       meta={"profile_length": state["size"]["length"],
+                             **({"sequential": True, "looks": int(part.get("looks") or 1)}
+                                if part.get("sequential") else {})})
             part.update(status="done", error=None)
         except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
             part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
@@ -417,6 +422,27 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
     state["load_average_after"] = _load()
     _write(out, record)
     return failed
+
+
+def _windows_round(spec: str, state: dict, where: Path, left: float) -> dict | None:
+    """The loss part planned again with more windows (``rounds.next_windows``), its earlier run moved to
+    ``.superseded`` (its rows are the new run's first windows), or None."""
+    got = rounds.next_windows(spec, state, where, left)
+    if got is None:
+        return None
+    rec, n = got
+    have, looks = int(rec["options"]["n_samples"]), int(rec.get("looks") or 1) + 1
+    moved = _supersede(where / rec["name"], where / SUPERSEDED, rec["name"])
+    planned = round(float(rec["spent_s"]) * n / have, 1)
+    rec.update(options={**rec["options"], "n_samples": n}, status="planned", looks=looks, planned_s=planned,
+               estimate_s=planned, tokens=int(rec.get("tokens") or 0) * n // have)
+    note = (f"{rec['name']}: round {looks - 1}, {n} windows (had {have}) while the gain line is undecided (its "
+            f"anytime-valid sign test); about {duration(planned)}" + (f"; the earlier run moved to "
+                                                                    f"{moved.relative_to(where).as_posix()}"
+                                                                    if moved else ""))
+    state["adjustments"].append(note)
+    print(f"  {printable(note)}", flush=True)
+    return rec
 
 
 RECOVER_MAX = 7 * 24 * 3600.0  # seconds: a part's recovered time is never more than a week

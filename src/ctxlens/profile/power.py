@@ -13,9 +13,13 @@ the alternative, the need is known a priori:
   test to see ctxlens's stated gap of 10 points with binary samples at the most variable rate (0.5):
   (z_0.975 + z_0.8)^2 50^2 / (13 x 10^2);
 - masking the top positional heads (the rope-distance paper, Section 4.3.2): the passkeys the
-  randomization test needs against 19 draws spread 0.8 +- 0.08 (``findings.positional``, simulated).
+  randomization test needs against 19 draws spread 0.8 +- 0.08 (``findings.positional``, simulated);
+- the CE gain over the last doubling (the intrinsic-entropy paper, Section 2.2): in a profile its test is
+  the anytime-valid sign test over windows (``findings.lines.loss.sign_test``), which needs 161 windows to
+  see ctxlens's stated share of 0.65 windows gaining (the paper states no size); its rounds re-run the
+  part with more windows after the suite (``profile.rounds``).
 
-The continuous lines (the CE gain, suffix perplexity, ACCS, the plateau, positional heads, intrinsic
+The other continuous lines (suffix perplexity, ACCS, the plateau, positional heads, intrinsic
 entropy) need their items' spread, which only the first run shows: the plan says "pilot", and the
 card then names the items its test needs (``findings.card.decide``). The needle lines run in rounds
 (``profile.rounds``) until they decide, so their affordable n is the grid's plus what the time the
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 from ctxlens.core.papers import RULER_TASKS
 from ctxlens.core.stats import normal_quantile
+from ctxlens.findings.lines.loss import SIGN_SHARE, sign_needs
 from ctxlens.findings.lines.needle import MIN_GAP as RULER_GAP
 from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_needs, drop_needs
 from ctxlens.findings.positional import PLANNED_PASSKEYS
@@ -37,6 +42,8 @@ from ctxlens.profile.suite import NEEDLE_DEPTHS
 RULER_SD = 50.0  # points: a binary sample's largest SD (at a rate of 0.5)
 PLAN_AT_L = 0.8  # the needle's accuracy at L the plan assumes (the card re-plans from the rows)
 PLAN_DISCORDANCE = MIN_DIP  # the dip plan's discordance: the paper's smallest (the card uses the observed)
+RERUN_ROUNDS = ("loss-vs-length",)  # its rounds run the whole part again: their cost depends on when it decides,
+# so the plan does not buy them up front; they take the time the suite leaves (``profile.rounds``)
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,8 @@ LINES = (  # card line, part, the option counting its items, unit, a-priori need
      f"a drop of {MIN_DROP:g} from {PLAN_AT_L:g}, anytime test"),
     ("middle_dip", "niah-depth", "n_samples", "haystacks", lambda: dip_needs(PLAN_DISCORDANCE),
      f"a dip of {MIN_DIP:g}, discordance {PLAN_DISCORDANCE:g}, anytime test"),
-    ("usable_context", "loss-vs-length", "n_samples", "windows", None, "pilot: the windows' spread"),
+    ("usable_context", "loss-vs-length", "n_samples", "windows", sign_needs,
+     f"a share of {SIGN_SHARE:g} of windows gaining, anytime sign test (rounds re-run the part)"),
     ("ppl_2l", "suffix-ppl", "n_sequences", "sequences", None, "pilot"),
     ("accs_depth", "accs-layers", "n_sequences", "windows", None, "pilot"),
     ("accs_plateau", "accs-boundary", "n_sequences", "windows", None, "pilot"),
@@ -96,7 +104,7 @@ def a_priori(length: int, train: int | None) -> list[Need]:
     where L is at least the training length), for the budget's decision step (``profile.budget``)."""
     found: dict[str, Need] = {}
     for key, part, option, _unit, need, _how in LINES:
-        if need is None or (key == "retrieval_2l" and not (train and length >= train)):
+        if need is None or (key == "retrieval_2l" and not (train and length >= train)) or part in RERUN_ROUNDS:
             continue
         n, had = need() or 0, found.get(part)
         if n <= 0:  # a planner that finds no n (an effect it cannot reach): nothing to buy

@@ -24,6 +24,9 @@ from ctxlens.findings.lines.needle import middle_dip, retrieval_2l
 from ctxlens.profile.suite import NEEDLE_DEPTHS
 
 GRID = "niah-depth"  # the part whose rounds these are; a round is GRID+k with seed base + k
+WINDOWS = "loss-vs-length"  # the continuous part grown in rounds: its gain line tests sequentially (sign test)
+SEQUENTIAL_PARTS = (WINDOWS,)  # parts declared sequential when planned (``meta.sequential`` in their runs)
+MAX_WINDOWS = 1024  # the windows' rounds stop here: the line names what it would still need
 ROUND_MIN = 2  # haystacks per round at least
 MAX_HAYSTACKS = 200  # beyond this no round is planned: the line names what it would still need
 ENDS = [0.0, 50.0, 100.0]  # the depths the lost-in-the-middle line reads
@@ -47,6 +50,29 @@ def open_lines(rows: list[dict], model: str, L: int, train: int | None) -> dict[
     if train is not None and L >= train:
         lines.append(retrieval_2l(rows, model, L, train))
     return {line.key: line for line in lines if undecided(line)}
+
+
+def next_windows(spec: str, state: dict, where: Path, left: float) -> tuple[dict, int] | None:
+    """(the ``WINDOWS`` part's record, its new window count) while its gain line is undecided
+    (``findings.lines.loss.usable_context`` with the sequential sign test), or None: the part not run,
+    not declared sequential when planned, decided, at ``MAX_WINDOWS``, or no time in ``left`` seconds to
+    run it again with at least ``ROUND_MIN`` more windows at its pace so far. The run is made again with
+    more windows, at most doubling them: the natural text's windows come one per document in a fixed
+    order, so the larger run holds the smaller one's windows first, in the same order, and the sign
+    test's wealth continues along the same sequence; its type-I error holds however the rounds stop."""
+    from ctxlens.findings.lines.loss import usable_context
+    from ctxlens.results import read_run
+
+    rec = next((p for p in state["parts"] if p["name"] == WINDOWS), None)
+    if rec is None or rec.get("status") != "done" or not rec.get("sequential") or not (where / WINDOWS).is_dir():
+        return None
+    line = usable_context(read_run(where / WINDOWS).rows, spec, int(state["size"]["length"]), sequential=True)
+    have = int(rec["options"].get("n_samples") or 0)
+    if not undecided(line) or not have or have >= MAX_WINDOWS or not rec.get("spent_s"):
+        return None
+    per = float(rec["spent_s"]) / have  # seconds per window of the whole run (a round runs every window again)
+    n = min(MAX_WINDOWS, line.needs or MAX_WINDOWS, 2 * have, int(fitting.TARGET * left / per))
+    return (rec, n) if n >= have + ROUND_MIN else None
 
 
 def _haystacks(rows: list[dict]) -> int:

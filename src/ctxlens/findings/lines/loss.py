@@ -28,6 +28,7 @@ from ctxlens.findings.models import train_length_of
 from ctxlens.findings.verdicts import number as _n
 
 USABLE_GAIN = 0.01  # nats per doubling of the context: the smallest gain the card calls a use of context
+SIGN_SHARE = 0.65  # the sequential sign test's stated effect: 65% of windows gain (the paper states no size)
 MIN_ITEMS = 3  # a paired t interval needs at least 3 items (2 degrees of freedom)
 _t95 = functools.lru_cache(maxsize=None)(t_quantile)  # the two-sided 5% t value by degrees of freedom (a bisection)
 
@@ -51,6 +52,34 @@ def paired_mean(diffs: list[float]) -> dict:
     ci = (mean - t * se, mean + t * se)
     fires = "up" if ci[0] > 0 else "down" if ci[1] < 0 else None
     return {**out, "se": se, "ci": ci, "p": p, "mde": (t + normal_quantile(0.8)) * se, "fires": fires}
+
+
+def sign_test(diffs: list[float]) -> dict:
+    """The anytime-valid sign test of the paired differences, in the windows' order (``core.sequential``:
+    a betting test of the share of windows whose difference is positive, ties counting a half, valid
+    however many rounds add windows): {"n", "share", "p_gain" (anytime p of H0: share <= 1/2 against more
+    windows gaining), "p_loss" (against fewer), "fires" ("up", "down" or None, each side at 2.5%),
+    "needs" (windows the test needs to see ``SIGN_SHARE`` with 80% power, monitored after every window)}."""
+    from ctxlens.core.sequential import test_mean
+
+    signs = [1.0 if d > 0 else 0.0 if d < 0 else 0.5 for d in diffs if d is not None and math.isfinite(float(d))]
+    up = test_mean(signs, 0.5, 0.0, 1.0, alpha=SIGN_ALPHA, alternative="greater")
+    down = test_mean(signs, 0.5, 0.0, 1.0, alpha=SIGN_ALPHA, alternative="less")
+    fires = "up" if up.decided else "down" if down.decided else None
+    return {"n": len(signs), "share": sum(signs) / len(signs) if signs else None, "p_gain": up.p_anytime,
+            "p_loss": down.p_anytime, "fires": fires, "needs": sign_needs()}
+
+
+SIGN_ALPHA = 0.025  # each side of the two-sided sign test
+
+
+@functools.cache
+def sign_needs(share: float = SIGN_SHARE) -> int | None:
+    """Windows the sequential sign test needs to see a share ``share`` of windows gaining with 80% power
+    (simulated: 2,000 sequences, monitored after every window)."""
+    from ctxlens.core.sequential import needed_n
+
+    return needed_n(lambda rng, shape: (rng.random(shape) < share).astype(float), 0.5, 0.0, 1.0, alpha=SIGN_ALPHA)
 
 
 # ------------------------------------------------------------------------------- loss-vs-length
@@ -77,13 +106,14 @@ def last_doubling(rows: list[dict]) -> tuple[int, int, list[float]] | None:
 
 def gain_test(rows: list[dict]) -> dict | None:
     """The observed gain over the last measured doubling, per doubling (divided by log2 of the two
-    lengths' ratio, 1 for a true doubling), paired over windows (``paired_mean``), with the lengths."""
+    lengths' ratio, 1 for a true doubling), paired over windows (``paired_mean``), with the lengths and
+    the windows' sequential sign test (``sign_test``, the windows in sample order)."""
     got = last_doubling(rows)
     if got is None:
         return None
     prev, top, diffs = got
     per = math.log2(top / prev)
-    return {**paired_mean([d / per for d in diffs]), "prev": prev, "top": top}
+    return {**paired_mean([d / per for d in diffs]), "prev": prev, "top": top, "sign": sign_test(diffs)}
 
 
 def _fit(rows: list[dict]) -> dict[str, dict]:
@@ -174,13 +204,16 @@ def _usable(fit: dict[str, dict], top: int) -> tuple[str, float | None]:
            named("intrinsic-entropy", "Section 2.2.1-2.2.2 (dR/dl < 0), Eq. 3, Figure 2"),
            "the Bayes-risk proxy still falls: gain > 0", order=5, reads=("loss-vs-length",))
 def _usable_context(ctx: Context) -> Line:
-    return usable_context(ctx.of("loss-vs-length"), ctx.model, ctx.L)
+    return usable_context(ctx.of("loss-vs-length"), ctx.model, ctx.L, "loss-vs-length" in ctx.sequential)
 
 
-def usable_context(rows: list[dict], model: str, L: int) -> Line:
+def usable_context(rows: list[dict], model: str, L: int, sequential: bool = False) -> Line:
     """The observed CE gain over the last measured doubling, paired over windows, with its t
     interval and power; the verdict fires "falls" only when the interval lies above 0. The fit's
-    predicted gain and a usable context are shown only within the measured lengths."""
+    predicted gain and a usable context are shown only within the measured lengths. ``sequential``
+    (a profile whose rounds may add windows to this part: ``profile.rounds``): the verdict is the
+    anytime-valid sign test's instead (``sign_test``), which stays at its level however many rounds
+    looked; the t interval is then descriptive."""
     t = gain_test(rows)
     if t is None or not t["n"]:
         return absent("usable_context", model, "not measured: no loss-vs-length rows at two lengths")
@@ -192,6 +225,8 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
     text = (f"CE({prev}) - CE({top}) = {_n(t['mean'])} nats per doubling (fit: {_n(predicted)}); {usable}")
     numbers = {"gain": t["mean"], "se": t["se"], "ci": t["ci"], "p": t["p"], "predicted": predicted,
                "usable": lstar, "prev": prev, "top": top, "L": L}
+    if sequential and t["ci"] is None:  # the sign test needs no spread: windows that all gain decide
+        return _sequential_gain(model, t, text, f"n = {n} windows; no t interval (no spread)", numbers)
     if t["ci"] is None:
         return Line("usable_context", model, t["mean"], text, f"n = {n} windows: too few for an interval",
                     "untested", numbers, n=n, unit="windows", bounds=(-math.inf, math.inf))
@@ -200,11 +235,29 @@ def usable_context(rows: list[dict], model: str, L: int) -> Line:
     how = ("paired over windows; each length read at its own offset of one forward per window"
            if any(r.get("visible_min") is not None for r in rows) else "paired; the same targets at every length")
     unc = f"n = {n} windows ({how}); 95% CI {_n(t['ci'][0])} to {_n(t['ci'][1])} (t); {power}"
+    if sequential:
+        return _sequential_gain(model, t, text, unc, numbers)
     verdict = ("falls over the last doubling" if t["fires"] == "up" else
                "rises over the last doubling" if t["fires"] == "down" else "no significant gain")
     return Line("usable_context", model, t["mean"], text, unc, verdict, numbers, n=n, unit="windows",
                 interval=t["ci"], bounds=(-math.inf, math.inf), mde=t["mde"], underpowered=under,
                 null=t["fires"] is None, effect=USABLE_GAIN, needs=needs_by_se(n, t["mde"], USABLE_GAIN))
+
+
+def _sequential_gain(model: str, t: dict, text: str, unc: str, numbers: dict) -> Line:
+    """The gain line of a profile whose rounds may add windows: the verdict from the sign test."""
+    s, n = t["sign"], t["n"]
+    unc = (f"{unc} (descriptive); {_n(100 * s['share'], 3)}% of windows gain: anytime-valid p of a gain = "
+           f"{_n(s['p_gain'])}, of a loss = {_n(s['p_loss'])} (sign test by betting over windows, each side at 2.5%, "
+           f"valid under optional stopping; detects a share of {SIGN_SHARE:g} gaining at {s['needs']} windows)")
+    test = "ctxlens's anytime-valid sign test"
+    verdict = (f"falls over the last doubling (most windows gain; {test})" if s["fires"] == "up" else
+               f"rises over the last doubling (most windows lose; {test})" if s["fires"] == "down" else
+               "no significant gain")
+    return Line("usable_context", model, t["mean"], text, unc, verdict,
+                {**numbers, "share": s["share"], "p_gain": s["p_gain"], "p_loss": s["p_loss"]}, n=n, unit="windows",
+                interval=t["ci"], bounds=(-math.inf, math.inf), mde=t["mde"], underpowered=(s["needs"] or n + 1) > n,
+                null=s["fires"] is None, effect=SIGN_SHARE, needs=s["needs"])
 
 
 # ------------------------------------------------------------------------------- suffix-ppl
