@@ -389,11 +389,19 @@ def _cmd_card(args) -> int:
     if not card:
         print("no run holds rows of the card's experiments (ruler, niah-depth, loss-vs-length, ...); nothing to show.")
         return 1
-    print(card_markdown(card))
+    print(_safe(card_markdown(card)))  # model names and notes come from files: no control sequence reaches the terminal
     costs = cost_markdown(card, {m: line_costs(parts) for m, parts in profile_costs(runs).items()})
     if costs:
-        print("\n" + costs)
+        print("\n" + _safe(costs))
     return 0
+
+
+def _safe(text: str) -> str:
+    """``text`` line by line through ``core.terminal.printable`` (escape sequences, backspaces and
+    bidirectional overrides written out, newlines kept)."""
+    from ctxlens.core.terminal import printable
+
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def _cmd_archive(args) -> int:

@@ -46,6 +46,8 @@ def test_strings_and_yaml_values_coerce_alike():
     ({"lenghts": "1"}, "Did you mean 'lengths'"),
     ({"lengths": "a,b"}, "must be int"),
     ({"scale": True}, "must be float"),
+    ({"scale": "nan"}, "must be a finite number"),  # no option takes nan or inf: no file ctxlens writes holds them
+    ({"scale": float("inf")}, "must be a finite number"),
     ({"flag": "maybe"}, "must be bool"),
     ({"lengths": [1.5]}, "must be int"),
     ({"name": ["a"]}, "must be str"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from ctxlens.findings import compute_findings
 from ctxlens.findings.card import card_of_runs
@@ -408,3 +409,22 @@ def test_with_no_effective_length_the_card_shows_the_task_set_at_the_longest_com
     line = effective(rows, M, L, threshold=99.0)
     assert line.value is None and line.numbers["at"] == 256
     assert math.isclose(line.numbers["score"], (90.0 + 60.0 + 50.0) / 3)  # niah_single_1, vt, cwe at 256
+
+
+@pytest.mark.parametrize("hostile", ["\x1b[2J\x1b]0;owned\x07", "\x1b(0", "ab\b\b\bxy", "\u202eevil", "a\rb"])
+def test_the_card_command_never_prints_a_control_sequence_from_a_file(monkeypatch, capsys, tmp_path, hostile):
+    """Issue 45, item 11: a model name (or any text a run's files hold) with a terminal reset, a charset
+    switch, backspaces, a carriage return or a right-to-left override prints escaped, never raw."""
+    import ctxlens.findings.card as card
+    import ctxlens.results as results
+    from ctxlens.cli import main
+    from ctxlens.findings.card import Line
+
+    model = f"m{hostile}"
+    monkeypatch.setattr(results, "read_runs", lambda paths: [])
+    monkeypatch.setattr(card, "card_of_runs", lambda runs, threshold=None: {
+        model: [Line("length", model, 1024, f"1024 tokens {hostile}", "", f"verdict {hostile}")]})
+    assert main(["card", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\b\r\u202e"), repr(out)
+    assert repr(hostile[0])[1:-1] in out  # written out as Python escapes it

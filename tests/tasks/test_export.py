@@ -90,6 +90,8 @@ def test_cli_task_options_reach_the_generator(tmp_path):
     (["niah_single_1", "--tokenizer", "byte", "--num_needle_kk", "2"], "Did you mean 'num_needle_k'"),
     (["cwe", "--tokenizer", "byte", "--num_needle_k", "2"], "not taken by cwe"),
     (["niah_single_1", "--tokenizer", "byte", "--num_needle_k", "two"], "must be int"),
+    (["qa_1", "--tokenizer", "byte", "--gamma", "nan"], "must be float (finite)"),  # strict JSON: no NaN written
+    (["qa_1", "--tokenizer", "byte", "--gamma", "inf"], "must be float (finite)"),
     (["niah_single_1"], "No tokenizer given"),
     (["niah_single_2", "--tokenizer", "byte", "--type_haystack", "esay"], "Did you mean 'essay'"),
     (["vt", "niah_single_2", "--tokenizer", "byte", "--type_haystack", "needle"], "not a value vt takes"),

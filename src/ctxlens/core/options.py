@@ -151,6 +151,9 @@ def make_config(cls: type, options: dict):
                 f"Unknown option {clip(key)}.{suggest(name, fields)} Known options: {', '.join(sorted(fields))}."
             )
         values[name] = _coerce(key, value, hints[name])
+        for item in values[name] if isinstance(values[name], list) else [values[name]]:
+            if isinstance(item, float) and not math.isfinite(item):  # no option takes nan or inf: no JSON holds them
+                raise _bad(key, item, "a finite number")
     config = cls(**values)
     check = getattr(config, "validate", None)
     if check:

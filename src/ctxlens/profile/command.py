@@ -661,7 +661,7 @@ def _write(out: Path, record: dict) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise files.user_error(err, out, "create") or err from None
-    files.atomic_write(out / RECORD, json.dumps(record, indent=1, default=str) + "\n")
+    files.atomic_write(out / RECORD, json.dumps(record, indent=1, default=str, allow_nan=False) + "\n")
 
 
 def run_dirs(out: Path, record: dict) -> list[Path]:

@@ -9,6 +9,7 @@ the encoder, the prompt frame, the length and the task's options.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -167,14 +168,20 @@ def parse_option(name: str, value):
     kind = _KINDS.get(name) or (type(defaults[0]) if defaults else str)
     try:
         if kind is list:
-            return [float(v) for v in value.split(",") if v.strip()]
+            got = [float(v) for v in value.split(",") if v.strip()]
+            if not all(math.isfinite(v) for v in got):
+                raise ValueError
+            return got
         if kind in (int, float) and value.strip().isascii():
-            return kind(value)
+            number = kind(value)
+            if not math.isfinite(number):  # nan and inf: no task option takes them, and JSON cannot hold them
+                raise ValueError
+            return number
         if kind in (int, float):
             raise ValueError
-    except ValueError:
-        raise CtxlensError(f"Task option '{name}' must be {'numbers' if kind is list else kind.__name__}, got "
-                           f"{clip(value)}; fix its value.") from None
+    except (ValueError, OverflowError):
+        what = "numbers (finite)" if kind is list else f"{kind.__name__} (finite)"
+        raise CtxlensError(f"Task option '{name}' must be {what}, got {clip(value)}; fix its value.") from None
     return value
 
 

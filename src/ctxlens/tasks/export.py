@@ -109,7 +109,7 @@ def _write(path: Path, records: list[dict]) -> None:
     atomically through an exclusively created temporary file (``ctxlens.core.files``)."""
     from ctxlens.core import files
 
-    files.atomic_write(path, "".join(json.dumps(r) + "\n" for r in records))
+    files.atomic_write(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))  # strict JSON
 
 
 def load_tokenizer(spec: str):
