@@ -52,6 +52,29 @@ def _open(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
+def open_input(path: Path | str, what: str = "Input file"):
+    """A user's input file opened for reading in binary (links followed: a corpus may be linked), once it
+    is known to be a regular file: checked on the descriptor, opened without blocking, so a FIFO, device
+    or socket given as a file is one sentence instead of a read that waits forever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except IsADirectoryError:
+        raise CtxlensError(f"{what} '{path}' is a folder; pass a file.") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CtxlensError(f"{what} '{path}' is not a regular file (a FIFO, device or socket); pass a file.")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def regular_input(path: Path | str, what: str = "Input file") -> None:
+    """Raise the sentence of ``open_input`` unless ``path`` is a regular file (stat only: for readers
+    that open the file themselves, such as pyarrow)."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise CtxlensError(f"{what} '{path}' is not a regular file (a FIFO, device or socket); pass a file.")
+
+
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, b'' when it is missing; refuses links and special files."""
     try:

@@ -10,12 +10,14 @@ raise ``CtxlensError`` naming the file, line and fields. ``FileSource`` and ``Hu
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ctxlens.core.errors import CtxlensError
+from ctxlens.core.files import open_input, regular_input
 
 _PARQUET_BATCH_ROWS = 1024
 
@@ -32,7 +34,7 @@ def read_file(path: Path, text_field: str) -> Iterator[str | None]:
 def read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
     """The text of a .txt file and whether it was cut: with ``budget``, at most that many bytes,
     ending at the last newline within them (so a 2 GB file is not read whole for 4K tokens)."""
-    with open(path, "rb") as f:
+    with open_input(path, "Text file") as f:
         data = f.read() if budget is None else f.read(budget + 1)
     cut = budget is not None and len(data) > budget
     if cut:
@@ -50,7 +52,7 @@ def read_txt(path: Path, budget: int | None = None) -> tuple[str, bool]:
 
 
 def _read_jsonl(path: Path, text_field: str) -> Iterator[str | None]:
-    with path.open(encoding="utf-8-sig") as lines:
+    with io.TextIOWrapper(open_input(path, "JSONL file"), encoding="utf-8-sig") as lines:
         try:
             for number, line in enumerate(lines, start=1):
                 if line.strip():
@@ -82,6 +84,7 @@ def _read_parquet(path: Path, text_field: str) -> Iterator[str | None]:
     import pyarrow
     import pyarrow.parquet as pq
 
+    regular_input(path, "Parquet file")
     try:
         parquet = pq.ParquetFile(path)
     except (pyarrow.ArrowException, OSError) as exc:

@@ -183,6 +183,9 @@ def _local_paths(spec: str) -> list[Path]:
         )
     if path.is_dir():
         return _folder_files(spec, path)
+    if not path.is_file():  # a FIFO, device or socket: reading it would wait forever
+        raise CtxlensError(f"Text source '{spec}' is not a regular file (a FIFO, device or socket); pass a file or "
+                           "a folder of files.")
     if path.suffix.lower() not in TEXT_EXTENSIONS:
         raise CtxlensError(
             f"Text source '{spec}' has an unsupported extension '{path.suffix}'; use .txt, "

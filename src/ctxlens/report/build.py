@@ -174,8 +174,9 @@ def _bounded_findings(source):
     as given (``read_findings`` words those)."""
     from ctxlens.core import yaml_safe
 
-    if not isinstance(source, (str, os.PathLike)) or not Path(source).is_file():
+    if not isinstance(source, (str, os.PathLike)) or not Path(source).exists():
         return source
+    files.regular_input(Path(source), "Findings file")  # a FIFO or device: one sentence, never a read that waits
     try:
         data = yaml_safe.load_json(files.read_text(Path(source)), f"Findings file '{source}'")
     except UnicodeDecodeError:

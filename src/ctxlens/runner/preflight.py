@@ -71,6 +71,10 @@ def _check_task_file(name: str, value) -> None:
     if isinstance(value, str) and value != "builtin" and not Path(value).expanduser().exists():
         raise CtxlensError(f"--{name.replace('_', '-')} {clip(value)} does not exist; give an existing file or "
                            "folder, or builtin.")
+    path = Path(value).expanduser() if isinstance(value, str) and value != "builtin" else None
+    if path is not None and not path.is_file() and not path.is_dir():
+        raise CtxlensError(f"--{name.replace('_', '-')} {clip(value)} is not a regular file (a FIFO, device or "
+                           "socket); give a file.")
 
 
 def _check_backend(config) -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxlens.core.errors import CtxlensError, unknown
+from ctxlens.core.files import open_input
 
 DATASETS = ("squad", "hotpotqa")
 
@@ -90,7 +91,8 @@ def read_hotpotqa(path: str | Path) -> QASource:
 
 def _read_json(path: str | Path):
     try:
-        return json.loads(Path(path).expanduser().read_text())
+        with open_input(Path(path).expanduser(), "QA file") as f:  # a FIFO is refused, never waited on
+            return json.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise CtxlensError(f"QA file '{path}' does not exist; check the path or use 'builtin'.") from None
     except json.JSONDecodeError as err:

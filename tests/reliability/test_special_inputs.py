@@ -1,0 +1,37 @@
+"""Issue 45, item 8: a FIFO given where ctxlens reads a file (a text source, a haystack source, a QA file,
+a findings file) is one sentence and exit 2, never a read that waits for a writer that never comes.
+Each command runs in a subprocess with a time limit, so a regression fails instead of hanging the suite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CASES = {
+    "source": ["run", "loss-vs-length", "--model", "zoo:random-llama", "--source", "{fifo}", "--lengths", "16",
+               "--n-samples", "1"],
+    "haystack": ["run", "niah-depth", "--model", "zoo:random-llama", "--haystack-source", "{fifo}",
+                 "--lengths", "256", "--n-samples", "1"],
+    "squad": ["run", "ruler", "--model", "zoo:random-llama", "--tasks", "qa_1", "--squad", "{fifo}",
+              "--lengths", "512", "--n-samples", "1"],
+    "findings": ["report", "{run}", "--findings", "{fifo}", "--out", "{out}/r.html"],
+}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_fifo_given_as_a_file_is_refused_without_waiting(case, tmp_path):
+    fifo = tmp_path / "input.txt"
+    os.mkfifo(fifo)
+    run = Path(__file__).parents[2] / "reference" / "profile" / "ref-smollm2-135m" / "suffix-ppl"  # a real run
+    argv = [a.format(fifo=fifo, run=run, out=tmp_path) for a in CASES[case]]
+    if argv[0] == "run":
+        argv += ["--out", str(tmp_path / "out"), "--no-progress"]
+    done = subprocess.run([sys.executable, "-m", "ctxlens", *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stderr[-500:])
+    assert "not a regular file" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "out").exists()
