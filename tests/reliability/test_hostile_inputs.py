@@ -457,3 +457,34 @@ def test_a_records_notes_print_without_terminal_escapes(capsys):
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed.replace("\n", ""))
     assert printed.count("\\x1b[2J\\x1b]0;pwned\\x07\\r\\u202eevil") == 5  # each shown, escaped
     assert printable("tab\tand 'quotes' é") == "tab\tand 'quotes' é"
+
+
+# -- issue 45, item 1: nothing is written or moved through a planted link -----------------------------------
+
+def test_a_planted_part_directory_link_sends_no_run_outside_the_profile(tmp_path):
+    """A link planted where a part's run directory goes (``DIR/<model>/<part>`` -> elsewhere) is one
+    sentence; the runner is never called and nothing appears at the link's target."""
+    out, elsewhere = tmp_path / "p", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    record = _record()
+    (out / "zoo-random-llama").mkdir(parents=True)
+    (out / "zoo-random-llama" / "niah-depth").symlink_to(elsewhere, target_is_directory=True)
+    runner = Runner()
+    with pytest.raises(CtxlensError, match="is a symbolic link; ctxlens never writes or moves a part's run"):
+        _profile(out, record, runner)
+    assert runner.calls == [] and list(elsewhere.iterdir()) == []
+
+
+def test_a_planted_superseded_link_moves_nothing_out_of_the_profile(tmp_path):
+    """``--redo`` moves a part's earlier run into ``DIR/<model>/.superseded``; planted as a link to another
+    place, it is refused and the run stays where it was."""
+    out, elsewhere = tmp_path / "p", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    record = _record(status="done", spent_s=1.0)
+    where = out / "zoo-random-llama"
+    (where / "niah-depth").mkdir(parents=True)
+    (where / "niah-depth" / "config.yaml").write_text("experiment: niah-depth\n")
+    (where / command.SUPERSEDED).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(CtxlensError, match="is a symbolic link"):
+        _profile(out, record, Runner(), redo=("niah-depth",))
+    assert (where / "niah-depth" / "config.yaml").is_file() and list(elsewhere.iterdir()) == []

@@ -169,3 +169,23 @@ def user_error(err: OSError, path: Path | str | None, what: str) -> CtxlensError
         return None
     return CtxlensError(f"Could not {what} {path}: {why}; fix that and run the same command again "
                         "(finished units are kept).")
+
+
+def inside(path: Path, root: Path, what: str = "a profile's file") -> Path:
+    """``path`` once no component of it below ``root`` is a symbolic link (checked with lstat, level by
+    level) and it lies inside ``root``: a planted link to another place is one sentence naming it, and
+    nothing is written or moved through it."""
+    root_resolved = root.resolve()
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        raise CtxlensError(f"{path} is outside {root}; ctxlens writes {what} only inside it.") from None
+    at = root
+    for part in rel.parts:
+        at = at / part
+        if at.is_symlink():
+            raise CtxlensError(f"{at} is a symbolic link; ctxlens never writes or moves {what} through a link, so "
+                               "remove the link or use a new --out directory.")
+    if root_resolved not in (path.resolve(), *path.resolve().parents):
+        raise CtxlensError(f"{path} resolves outside {root}; use a new --out directory.")
+    return path

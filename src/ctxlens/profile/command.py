@@ -397,6 +397,7 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
         if part is None:
             break
         ran.add(part["name"])
+        files.inside(where / part["name"], out, "a part's run")  # a planted link would send the run elsewhere
         t0 = clock()
         part["running_since"] = time.time()  # a kill leaves it: the next run recovers the part's time (_recover)
         _write(out, record)
@@ -519,7 +520,9 @@ def _redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
 
 def _supersede(run_dir: Path, keep: Path, name: str) -> Path | None:
     """Move ``run_dir`` (when it exists) to ``keep/<name>-<k>``, the first k free; the new path."""
-    if not run_dir.exists() and not run_dir.is_symlink():
+    files.inside(run_dir, run_dir.parent.parent, "a run")  # the part's directory and the model's: no planted link
+    files.inside(keep, keep.parent.parent, "a superseded run")
+    if not run_dir.exists():
         return None
     try:
         keep.mkdir(exist_ok=True)
