@@ -366,22 +366,29 @@ class Killed(BaseException):
     """Stands for a SIGKILL inside a part: nothing after it runs (not even ``except Exception``)."""
 
 
-def test_a_part_killed_midway_keeps_its_time_up_to_its_last_written_file(llama, tmp_path):
-    """Issue 32, item 10: the time of the part in flight at a kill was lost; the next run adds the time up to
-    the last file its run directory wrote (here planted 40 s after the part started), and the model's total
+def _commit_unit(out, seconds: float) -> None:
+    """A run directory with one committed unit that took ``seconds`` (as the runner's store writes it)."""
+    from ctxlens.runner import RunStore
+
+    store = RunStore(out)
+    store.commit("u", [{"x": 1}], seconds=seconds)
+    store.close()
+
+
+@pytest.mark.parametrize("copied", [False, True])
+def test_a_part_killed_midway_keeps_the_measured_time_of_its_committed_units(llama, tmp_path, copied):
+    """Issue 32, item 10, and issue 45, item 4: the time of the part in flight at a kill was lost; the next run
+    adds the measured time of the units that run committed (here one unit of 40 s), never file times: a
+    profile copied with ``cp -r`` (every file's time the copy's) recovers the same 40 s. The model's total
     counts every finished part of the killed run too."""
-    import os
+    import shutil
     import time as clock_time
 
     class KillSecond(FakeRun):
         def __call__(self, experiment, models, out, options, model_options, **kw):
-            if len(self.calls) == 1:  # the second part: write a file 40 s into it, then die
+            if len(self.calls) == 1:  # the second part: commit one 40-second unit, then die
                 out.mkdir(parents=True, exist_ok=True)
-                record = json.loads((out.parent.parent / command.RECORD).read_text())
-                since = next(p for s in record["models"].values() for p in s["parts"]
-                             if p["name"] == out.name)["running_since"]
-                (out / "units.jsonl").write_text("")
-                os.utime(out / "units.jsonl", (since + 40.0, since + 40.0))
+                _commit_unit(out, 40.0)
                 raise Killed
             super().__call__(experiment, models, out, options, model_options, **kw)
 
@@ -394,9 +401,14 @@ def test_a_part_killed_midway_keeps_its_time_up_to_its_last_written_file(llama, 
     killed = next(p for p in state["parts"] if "running_since" in p)
     assert len(done) == 1 and state["spent_s"] == pytest.approx(done[0]["spent_s"], abs=0.2)  # kept as it went
     assert clock_time.time() - killed["running_since"] < 60
+    where = tmp_path / "p"
+    if copied:  # the whole profile copied elsewhere: new file times, the same measured units
+        clock_time.sleep(1.1)
+        shutil.copytree(where, tmp_path / "copy", copy_function=shutil.copy)  # as cp -r: times not kept
+        where = tmp_path / "copy"
     again = FakeRun()
     again.now = first.now
-    resumed = profile([llama], 10, tmp_path / "p", progress=False, clock=again.clock, probe=lambda lm: SPEED,
+    resumed = profile([llama], 10, where, progress=False, clock=again.clock, probe=lambda lm: SPEED,
                       runner=again)
     state = resumed.record["models"][llama]
     part = next(p for p in state["parts"] if p["name"] == killed["name"])
@@ -507,7 +519,6 @@ def test_a_resume_reads_the_pace_of_every_part_run_so_far_and_a_resumed_parts_wh
     """Every part takes twice its estimate; the second part is killed 40 s in and resumed. The resume's
     refit must read x2 for both kinds: the parts of the killed run count, and the resumed part's 40 s
     before the kill count with the rest (a resume that read only its own share saw it as faster)."""
-    import os
 
     class ByEstimate(FakeRun):  # the clock moves by twice each part's estimate, minus what ran before a kill
         def __init__(self, kill: bool):
@@ -519,8 +530,7 @@ def test_a_resume_reads_the_pace_of_every_part_run_so_far_and_a_resumed_parts_wh
             part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
             out.mkdir(parents=True, exist_ok=True)
             if self.kill and len(self.calls) == 1:
-                (out / "units.jsonl").write_text("")
-                os.utime(out / "units.jsonl", (part["running_since"] + 40.0, part["running_since"] + 40.0))
+                _commit_unit(out, 40.0)
                 raise Killed
             self.now += 2.0 * part["estimate_s"] - part.get("spent_s", 0.0)
             self.calls.append((experiment, options))

@@ -349,7 +349,6 @@ def _calibrated(lm, speed):
 def _load() -> list[float] | None:
     """The machine's 1, 5 and 15-minute load averages (None where the system has none): timings
     on a shared machine are read with them."""
-    import os
 
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -400,6 +399,7 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
         files.inside(where / part["name"], out, "a part's run")  # a planted link would send the run elsewhere
         t0 = clock()
         part["running_since"] = time.time()  # a kill leaves it: the next run recovers the part's time (_recover)
+        part["units_before"] = len(_unit_seconds(where / part["name"]))  # the units whose time is counted already
         _write(out, record)
         try:
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
@@ -414,6 +414,7 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
             failed += 1
         spent = clock() - t0
         part.pop("running_since", None)
+        part.pop("units_before", None)
         part["spent_s"] = round(part.get("spent_s", 0) + spent, 1)
         state["spent_s"], mark = round(state.get("spent_s", 0.0) + clock() - mark, 1), clock()
         _write(out, record)
@@ -449,28 +450,37 @@ def _windows_round(spec: str, state: dict, where: Path, left: float) -> dict | N
 RECOVER_MAX = 7 * 24 * 3600.0  # seconds: a part's recovered time is never more than a week
 
 
+def _unit_seconds(run_dir: Path) -> list[float]:
+    """The measured seconds of each unit committed in ``run_dir`` ([] when it holds no run)."""
+    from ctxlens.runner.store import unit_seconds
+
+    if not run_dir.is_dir() or run_dir.is_symlink():
+        return []
+    try:
+        return unit_seconds(run_dir)
+    except (CtxlensError, OSError):
+        return []
+
+
 def _recover(state: dict, where: Path) -> None:
-    """Add to each part a killed run of the command left running (``running_since``, wall time) the
-    time up to the last file its run directory wrote (a lower bound of what it spent: its last
-    committed unit or checkpoint), to the part's and the model's ``spent_s``, and say so in
-    ``adjustments``. The directory is walked without following links."""
+    """Add to each part a killed run of the command left running (``running_since``) the measured time
+    of the units that run committed (``units.jsonl``'s ``seconds`` of the units past ``units_before``: a
+    lower bound of what it spent, the unit in flight lost), to the part's and the model's ``spent_s``,
+    and say so in ``adjustments``. Never file times: a copy of the directory (``cp -r``) gives every
+    file the time of the copy."""
     for part in state.get("parts", []):
         since = part.pop("running_since", None)
+        before = part.pop("units_before", None)
         if not isinstance(since, int | float) or isinstance(since, bool):
             continue
-        latest = since
-        for root, _dirs, names in os.walk(where / part["name"], followlinks=False):
-            for name in names:
-                try:
-                    latest = max(latest, os.lstat(os.path.join(root, name)).st_mtime)
-                except OSError:
-                    continue
-        lost = round(min(max(0.0, latest - since), RECOVER_MAX), 1)
+        done = _unit_seconds(where / part["name"])
+        start = before if isinstance(before, int) and not isinstance(before, bool) and before >= 0 else len(done)
+        lost = round(min(sum(done[start:]), RECOVER_MAX), 1)
         part["spent_s"] = round(part.get("spent_s", 0) + lost, 1)
         state["spent_s"] = round(state.get("spent_s", 0.0) + lost, 1)
         state.setdefault("adjustments", []).append(
             f"{part['name']}: an earlier run of the command ended inside it; {duration(lost)} of its time "
-            "recovered from its files' times")
+            "recovered from its committed units' measured times")
 
 
 SUPERSEDED = ".superseded"  # DIR/<model>/.superseded/<part>-<k>: a redone part's earlier run (readers skip dot folders)

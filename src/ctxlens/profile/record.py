@@ -36,7 +36,8 @@ STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_a
          "adjustments": list, "parts": list, "spent_s": Num}
 PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, "units": Int, "tokens": Int,
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
-        "top_up": Bool, "running_since": Num, "redo": Int, "code": Str, "sequential": Bool, "looks": Int}
+        "top_up": Bool, "running_since": Num, "redo": Int, "code": Str, "sequential": Bool, "looks": Int,
+        "units_before": Int}
 SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool, "counts": dict,
         "reserve_s": Num, "source": Str}
 THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num, "pair": Num}

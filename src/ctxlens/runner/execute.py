@@ -34,6 +34,7 @@ import functools
 import logging
 import re
 import sys
+import time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -445,12 +446,14 @@ def _run_models(job: _Job, writer: _Writer) -> RunResult:
                     key, writer.fingerprints.get(spec), [dataclasses.asdict(mp.config), model_options, columns]),
                     functools.partial(writer.ensure, listed_now))
                 meter = _meter(exp, mp.config, unit, f"unit {n + 1}/{len(todo)}") if progress else None
+                began = time.perf_counter()
                 with progress_channel.unit(meter, part):
                     rows = [{**unit, **columns, **row} for row in exp.run(lm, mp.config, unit, cache)]
+                took = time.perf_counter() - began  # measured, so a resume never infers time from file times
                 check_rows(exp.name, exp.declared, rows)  # the experiment's declared columns (ctxlens.core.columns)
                 store = writer.open(listed_now) if n == 0 else writer.ensure(listed_now)  # opened at n == 0
                 if key not in store.done():  # else another writer committed it while this one computed
-                    store.commit(key, rows)
+                    store.commit(key, rows, seconds=took)
                 part.remove()
         del lm, cache
     if writer.store is not None:

@@ -5,7 +5,8 @@ Layout of a run directory::
     config.yaml     the run's configuration (written atomically: temp file + os.replace)
     env.json        environment facts (written atomically)
     results.jsonl   one JSON object per line, one row per measurement
-    units.jsonl     the commit log: {"unit": KEY, "rows": N, "end": BYTE_OFFSET} per finished unit
+    units.jsonl     the commit log: {"unit": KEY, "rows": N, "end": BYTE_OFFSET, "seconds": S} per finished unit
+                    (S: the unit's measured time, ``unit_seconds``)
 
 Commit protocol. A unit of work (one point of the experiment grid) is committed in two steps:
 
@@ -219,6 +220,21 @@ def read_rows(directory: str | os.PathLike) -> list[Row]:
     return [row for results, units in _logs(directory) for row in _read_committed(results, units)]
 
 
+def unit_seconds(directory: str | os.PathLike) -> list[float]:
+    """The measured seconds of each committed unit of a run directory, in commit order per log (0 for a
+    unit committed before units recorded their time), read-only: what ``ctxlens profile`` counts for a
+    part an earlier run of the command was killed in (a copy of the directory keeps them; file times
+    do not survive a copy)."""
+    out: list[float] = []
+    for results, units in _logs(Path(directory)):
+        size = results.stat().st_size if results.exists() else len(read_results(results)[0])
+        for entry in _committed_units(files.read_bytes(units), size)[0]:
+            seconds = entry.get("seconds")
+            ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < 1e7
+            out.append(float(seconds) if ok and seconds is not None else 0.0)
+    return out
+
+
 def committed_units(directory: str | os.PathLike) -> set[str]:
     """Keys of the units committed by any writer of a run directory (read-only)."""
     done = set()
@@ -387,7 +403,7 @@ class RunStore:
     def done(self) -> set[str]:
         return set(self._done)
 
-    def commit(self, unit: str, rows: list[Row]) -> None:
+    def commit(self, unit: str, rows: list[Row], seconds: float | None = None) -> None:
         if unit in self._done:
             raise ValueError(f"unit {unit!r} is already committed in {self.dir}")
         if not self.lock.held:
@@ -395,7 +411,8 @@ class RunStore:
         path = self.results_path
         try:
             end = files.append(path, b"".join(_dumps_line(row) for row in rows), self._end)
-            line = _dumps_line({"unit": unit, "rows": len(rows), "end": end})
+            line = _dumps_line({"unit": unit, "rows": len(rows), "end": end,
+                                **({"seconds": round(seconds, 3)} if seconds is not None else {})})
             path = self.units_path
             self._units_end = files.append(path, line, self._units_end)
         except OSError as err:
