@@ -688,3 +688,44 @@ def test_the_reserve_is_released_once_the_grid_decides_the_needle_lines(tmp_path
     monkeypatch.setattr(rounds, "open_lines", lambda rows, model, L, train: {})
     assert command._reserve(state, tmp_path) == 0.0 and state["size"]["reserve_s"] == 0.0
     assert "5 min reserved for their rounds go to the parts not started" in state["adjustments"][0]
+
+
+def test_a_resume_with_another_tokenizer_dtype_or_weights_is_refused_by_name(tmp_path):
+    """Issue 45, items 2-3: a profile records what its parts measured with (weights digest, tokenizer
+    fingerprint, dtype, device, attention, versions); a resume after the tokenizer, the dtype or the weights
+    changed is refused naming what changed, before any part runs; with --redo the named parts run with
+    the new setup and each part keeps the setup it ran with."""
+    from transformers import AutoTokenizer
+
+    model = _save(tmp_path / "m", "llama", max_position_embeddings=1024)
+    out = tmp_path / "p"
+    fake = FakeRun()
+    done = profile([model], 1, out, progress=False, clock=fake.clock, probe=lambda lm: SPEED, runner=fake,
+                   length=256)
+    state = done.record["models"][model]
+    assert state["provenance"]["dtype"] == "float32" and state["provenance"]["tokenizer"]
+    assert all(p["provenance"] == state["provenance"] for p in state["parts"] if p["status"] == "done")
+    again = FakeRun()
+    with pytest.raises(CtxlensError, match=r"another setup than now \(dtype float32 -> bfloat16\)"):
+        profile([model], 1, out, {"dtype": "bfloat16"}, progress=False, clock=again.clock, probe=lambda lm: SPEED,
+                runner=again, length=256)
+    tok = AutoTokenizer.from_pretrained(model)
+    tok.add_tokens(["<planted>"])
+    tok.save_pretrained(model)  # the tokenizer changed between two runs of the command
+    with pytest.raises(CtxlensError, match=r"\(tokenizer [0-9a-f]+ -> [0-9a-f]+\)"):
+        profile([model], 1, out, progress=False, clock=again.clock, probe=lambda lm: SPEED, runner=again, length=256)
+    assert again.calls == []
+    redone = profile([model], 1, out, progress=False, clock=again.clock, probe=lambda lm: SPEED, runner=again,
+                     length=256, redo=("suffix-ppl",))
+    parts = {p["name"]: p for p in redone.record["models"][model]["parts"]}
+    assert parts["suffix-ppl"]["provenance"]["tokenizer"] != parts["loss-vs-length"]["provenance"]["tokenizer"]
+
+
+def test_a_refit_of_a_reduced_plan_brings_the_part_back_to_its_floor_when_it_fits():
+    """A plan that ran the entropy below its floor, refitted to ample time: the part goes back to its floor
+    (the refit once failed here: it looked for a note of its own reduction that only the first fit wrote)."""
+    reduced = suite.Size(1024, 0.0, True, frozenset({"intrinsic-entropy"}))
+    parts = [p for p in suite.PARTS if p.name == "intrinsic-entropy"]
+    fit = budget.refit(parts, reduced, SMOLLM2_INFO, SMOLLM2_CPU, 3600.0 * 24, 1.0)
+    assert fit.size.reduced == frozenset()
+    assert fit.parts[0].options["n_samples"] == suite.entropy_samples(SMOLLM2_INFO, False)

@@ -189,7 +189,9 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
         whole = dataclasses.replace(size, reduced=size.reduced - {name})
         if _fits(parts, whole, info, speed, seconds, slow):
             size = whole
-            notes.remove(f"{name} reduced below its statistical floor: the budget cannot afford it")
+            reduced = f"{name} reduced below its statistical floor: the budget cannot afford it"
+            if reduced in notes:  # this fit reduced it; a refit of a reduced plan has no such note
+                notes.remove(reduced)
     return sorted(parts, key=lambda p: order.index(p.name)), size
 
 

