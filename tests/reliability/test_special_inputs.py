@@ -35,3 +35,20 @@ def test_a_fifo_given_as_a_file_is_refused_without_waiting(case, tmp_path):
     assert done.returncode == 2, (done.returncode, done.stderr[-500:])
     assert "not a regular file" in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["yaml", "json"])
+def test_an_integer_too_long_to_convert_is_one_sentence(where, tmp_path):
+    """Issue 45, item 10: an integer of more than Python's 4,300 digits in a config (YAML) or a JSON file
+    was a ValueError traceback; it is one sentence."""
+    from ctxlens.core import yaml_safe
+    from ctxlens.core.errors import CtxlensError
+
+    text = ("n_samples: " if where == "yaml" else '{"n_samples": ') + "9" * 5000 + ("" if where == "yaml" else "}")
+    with pytest.raises(CtxlensError, match="holds a number too long to read"):
+        (yaml_safe.load if where == "yaml" else yaml_safe.load_json)(text, "Config file 'x'")
+    config = tmp_path / "run.yaml"
+    config.write_text("experiment: token-loss\nmodels: [zoo:random-llama]\noptions:\n  n_samples: " + "9" * 5000 + "\n")
+    done = subprocess.run([sys.executable, "-m", "ctxlens", "run", "--config", str(config), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "too long to read" in done.stderr

@@ -55,6 +55,9 @@ def load(text: str, where: str, limit: int = MAX_CHARS):
         raise CtxlensError(f"{where} is not valid YAML for ctxlens ({first[:200]}); fix it or remove it.") from None
     except RecursionError:
         raise _deep(where) from None
+    except ValueError as err:  # an integer of more digits than Python converts (4,300): no ctxlens value has them
+        raise CtxlensError(f"{where} holds a number too long to read ({str(err)[:80]}); fix it or remove "
+                           "it.") from None
 
 
 def _deep(where: str) -> CtxlensError:
@@ -85,6 +88,8 @@ def load_json(text: str | bytes, where: str, limit: int = MAX_CHARS):
     except RecursionError:
         raise _deep(where) from None
     except (ValueError, UnicodeDecodeError) as err:
+        if "integer string conversion" in str(err):  # an integer of more than 4,300 digits
+            raise CtxlensError(f"{where} holds a number too long to read; fix it or remove it.") from None
         raise CtxlensError(f"{where} is not valid JSON ({str(err)[:200]}); fix it or remove it.") from None
     if depth(value) > MAX_DEPTH:
         raise _deep(where)
