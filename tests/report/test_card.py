@@ -428,3 +428,34 @@ def test_the_card_command_never_prints_a_control_sequence_from_a_file(monkeypatc
     out = capsys.readouterr().out
     assert not any(c in out for c in "\x1b\x07\b\r\u202e"), repr(out)
     assert repr(hostile[0])[1:-1] in out  # written out as Python escapes it
+
+
+@pytest.mark.parametrize("key, bad", [("nll", "x"), ("length", "abc"), ("sequence_nll", [1])])
+def test_a_row_value_of_the_wrong_type_is_a_line_that_says_so_not_a_traceback(tmp_path, capsys, key, bad):
+    """Issue 45, item 10: a string ``nll`` or ``length`` in a row (a file edited by hand) made ``ctxlens
+    card`` trace back; the line reads "not computed: ... wrong type" and the rest of the card stands."""
+    import shutil
+    from pathlib import Path
+
+    from ctxlens.cli import main
+    from ctxlens.results import read_run
+    from ctxlens.runner import RunStore
+
+    run = tmp_path / "suffix-ppl"
+    shutil.copytree(Path(__file__).parents[2] / "reference" / "profile" / "ref-smollm2-135m" / "suffix-ppl", run)
+    rows = read_run(run).rows
+    for f in run.iterdir():
+        if f.name.startswith(("results", "units")):
+            f.unlink()
+    for row in rows:
+        if key in row:
+            row[key] = bad
+    store = RunStore(run)
+    store.commit("u", rows)
+    store.close()
+    assert main(["card", str(run)]) == 0
+    out = capsys.readouterr().out
+    line = next(t for t in out.splitlines() if t.startswith("| suffix perplexity"))
+    # a length that is no number matches no length: the line finds no rows at L, and says so
+    assert ("not measured" if key == "length" else "not computed: the rows of suffix-ppl hold a value of the wrong "
+            "type") in line, line

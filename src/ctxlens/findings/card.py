@@ -227,13 +227,25 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     out = []
     for c in specs:
         why = c.applies(info) if c.applies is not None and info is not None else None
-        line = absent(c.key, model, f"not applicable: {why}") if why else c.compute(ctx)
+        line = absent(c.key, model, f"not applicable: {why}") if why else _computed(c, ctx)
         line = decide(line, _per_item(line, c.reads, seconds))
         gap = {p: why for p, why in (gaps or {}).items() if p in c.reads and not ctx.of(p)}
         if line.value is None and not line.verdict and gap:
             line = absent(c.key, model, "not measured: " + "; ".join(f"the {p} part {why}" for p, why in gap.items()))
         out.append(line)
     return out
+
+
+def _computed(c: CardLine, ctx: Context) -> Line:
+    """``c``'s line, or, when a row holds a value of the wrong type or lacks a key its line reads (a
+    file edited by hand or by another program), a line saying so: a card never ends in a traceback."""
+    try:
+        return c.compute(ctx)
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError) as err:
+        where = ", ".join(c.reads) or "its parts"
+        detail = " ".join(f"{type(err).__name__}: {err}".split())[:120]
+        return absent(c.key, ctx.model, f"not computed: the rows of {where} hold a value of the wrong type or lack a "
+                                        f"key ({detail}); re-run the part")
 
 
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
