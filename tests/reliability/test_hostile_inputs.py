@@ -488,3 +488,23 @@ def test_a_planted_superseded_link_moves_nothing_out_of_the_profile(tmp_path):
     with pytest.raises(CtxlensError, match="is a symbolic link"):
         _profile(out, record, Runner(), redo=("niah-depth",))
     assert (where / "niah-depth" / "config.yaml").is_file() and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("where, key", [("state", "notes"), ("state", "skipped"), ("state", "left_out"),
+                                        ("state", "adjustments"), ("part", "options"), ("part", "units"),
+                                        ("part", "tokens"), ("part", "notes"), ("count", "n_samples")])
+def test_a_record_missing_what_the_command_reads_back_is_one_sentence(tmp_path, where, key):
+    """Issue 45, item 10: a profile.json the validator accepted with an optional key removed raised
+    KeyError, and one with a sample count of 0 ZeroDivisionError; both are one sentence now."""
+    record = _record()
+    state = record["models"][MODEL]
+    if where == "state":
+        del state[key]
+    elif where == "part":
+        del state["parts"][0][key]
+    else:
+        state["parts"][0]["options"][key] = 0
+    runner = Runner()
+    with pytest.raises(CtxlensError, match=r"profile\.json is not a profile record ctxlens wrote"):
+        _profile(tmp_path / "p", record, runner)
+    assert runner.calls == []

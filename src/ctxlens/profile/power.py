@@ -131,7 +131,7 @@ def line_needs(state: dict, leftover: float = 0.0) -> list[LineNeed]:
         planned = p["options"].get(option)
         if planned is not None and option == "n_passkey":
             planned *= len(p["options"].get("depths") or [1])  # per depth in the options, in all on the card
-        if planned is not None and part == "niah-depth" and leftover > 0 and p.get("planned_s"):
+        if planned and part == "niah-depth" and leftover > 0 and p.get("planned_s"):
             planned += int(leftover / (p["planned_s"] / planned))
         out.append(LineNeed(key, part, option, unit, planned, need() if need else None, how, p["planned_s"] / 60))
     return out

@@ -134,6 +134,11 @@ def _state(spec, state) -> None:
     _provenance(state.get("provenance"), where)
     if "parts" in state and not {"throughput", "size"} <= set(state):
         raise _Bad(f"{where} has parts but no throughput or size")
+    if "parts" in state:  # a plan: every key the command reads back is there
+        kept = ("notes", "skipped", "left_out", "adjustments")
+        missing = [k for k in kept if not isinstance(state.get(k), (list, dict))]
+        if missing:
+            raise _Bad(f"{where} has parts but lacks {', '.join(missing)}")
     for i, part in enumerate(state.get("parts") or []):
         _part(part, f"{where}'s part {i + 1}")
 
@@ -167,7 +172,12 @@ def _counts(counts: dict, where: str) -> None:
 
 def _part(part, where: str) -> None:
     """One planned part: a suite part (or a top-up), plain options, no model option but the plan's."""
-    _fields(part, PART, where, required=("name", "experiment", "status", "planned_s"))
+    _fields(part, PART, where, required=("name", "experiment", "status", "planned_s", "options"))
+    if part["status"] != "left out":
+        _fields(part, PART, where, required=("units", "tokens", "notes"))
+    for key, value in part["options"].items() if isinstance(part["options"], dict) else ():
+        if key.startswith("n_") and not (_is(value, Int) and value >= 1):
+            raise _Bad(f"{where}'s option {key!r} must be a whole number of at least 1, got {clip(value, 40)}")
     _provenance(part.get("provenance"), where)
     _plain(part["name"], f"{where}'s name")
     suite = {p.name: p.experiment for p in PARTS}
