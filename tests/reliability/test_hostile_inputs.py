@@ -387,6 +387,8 @@ HOSTILE = {
     "recursion": "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}",
     "sandbox": "{{ ''.__class__.__mro__ }}",
     "output": "{% for a in range(100000) %}{{ 'y' * 100000 }}{% endfor %}",
+    "nested list tojson": "{{ ([[0]*2**25]*2**25)|tojson }}",  # issue 45, item 7: 2**50 items serialised
+    "nested list set": "{% set a = [0]*2**24 %}{% set b = [a]*4 %}{{ b|tojson|length }}",
     "replace": "{{ ('x' * 100000).replace('', 'y' * 100000) }}",
 }
 

@@ -6,10 +6,12 @@ module keeps it from hanging or exhausting memory too:
 
 - time: rendering stops after ``SECONDS`` of wall clock (a trace function checks the clock in the
   template's own Python frames, so nested loops that print nothing are stopped as well);
-- memory: ``*``, ``**``, ``+`` and ``%`` are intercepted (which also stops jinja2 from folding them
-  at compile time, where ``{{ 'x' * 10**9 }}`` once took 3.78 GB), every call and filter refuses
-  an integer argument above ``MAX_WIDTH`` and results longer than ``MAX_CHARS``, and the string
-  methods and filters that multiply text (``replace``, ``join``) are sized before they run;
+- memory: ``*``, ``**``, ``+`` and ``%`` are intercepted, which also stops jinja2 from folding them at
+  compile time, where ``{{ 'x' * 10**9 }}`` once took 3.78 GB (``*`` counts the items of nested lists:
+  a list of one list repeated 2**25 times holds 2**50; ``tojson`` sizes what it would write first);
+  every call and filter refuses an integer argument above ``MAX_WIDTH`` and results longer than
+  ``MAX_CHARS``, and the string methods and filters that multiply text (``replace``, ``join``) are
+  sized before they run;
 - output: at most ``MAX_CHARS`` characters.
 
 Every failure, a refusal the template raises itself (``raise_exception``) included, is one
@@ -59,6 +61,26 @@ def _size(value) -> int:
     return len(value) if isinstance(value, (str, list, tuple, dict)) else 0
 
 
+def _deep(value, limit: int) -> int:
+    """The characters and items ``value`` holds, nested lists and dicts included (what serialising it
+    writes, within a constant), counted until ``limit`` is passed: a list of one list repeated 2**25
+    times holds 2**50 items though its own length is 2**25."""
+    total, stack = 0, [value]
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, (list, tuple)):
+            total += len(item)
+            stack.extend(item[: limit - total + 1] if len(item) > limit - total else item)
+        elif isinstance(item, dict):
+            total += len(item)
+            stack.extend(list(item.keys())[: limit + 1] + list(item.values())[: limit + 1])
+        else:
+            total += 1
+    return total
+
+
 def _check_ints(values) -> None:
     for v in values:
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_WIDTH:
@@ -99,8 +121,9 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         """``left operator right`` once its result is known to fit the bounds."""
         if operator == "*":
             n, seq = (right, left) if isinstance(right, int) else (left, right)
-            if isinstance(n, int) and _size(seq) * max(n, 0) > MAX_CHARS:
-                raise _Bound(f"{_size(seq):,} items times {n} exceeds {MAX_CHARS:,}")
+            held = _deep(seq, MAX_CHARS // n) if isinstance(n, int) and n > 0 else 0
+            if held * n > MAX_CHARS:
+                raise _Bound(f"{held:,}+ items (nested ones counted) times {n} exceeds {MAX_CHARS:,}")
         elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
             if right * math.log2(abs(left)) > MAX_POWER_BITS:
                 raise _Bound(f"{left} ** {right} has more than {MAX_POWER_BITS} bits")
@@ -170,6 +193,8 @@ def environment() -> BoundedEnvironment:
         raise jinja2.exceptions.TemplateError(message)
 
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        if _deep(x, MAX_CHARS) > MAX_CHARS:  # sized before serialising: json.dumps itself cannot be stopped
+            raise _Bound(f"tojson would write more than {MAX_CHARS:,} characters")
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
     def strftime_now(fmt):
