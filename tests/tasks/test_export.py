@@ -92,6 +92,7 @@ def test_cli_task_options_reach_the_generator(tmp_path):
     (["niah_single_1", "--tokenizer", "byte", "--num_needle_k", "two"], "must be int"),
     (["qa_1", "--tokenizer", "byte", "--gamma", "nan"], "must be float (finite)"),  # strict JSON: no NaN written
     (["qa_1", "--tokenizer", "byte", "--gamma", "inf"], "must be float (finite)"),
+    (["niah_multikey_1", "--tokenizer", "byte", "--num_needle_k", "200000"], "lower --num-needle-k"),  # drew forever
     (["niah_single_1"], "No tokenizer given"),
     (["niah_single_2", "--tokenizer", "byte", "--type_haystack", "esay"], "Did you mean 'essay'"),
     (["vt", "niah_single_2", "--tokenizer", "byte", "--type_haystack", "needle"], "not a value vt takes"),

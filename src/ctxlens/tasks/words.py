@@ -18,6 +18,8 @@ import functools
 import random
 import uuid
 
+from ctxlens.core.errors import CtxlensError
+
 ADJECTIVES = tuple(sorted(set("""
 able absent active afraid agile alert alive amber ample ancient angry anxious arctic
 autumn awake aware bald bare basic bitter black bland blank blind blond blue bold bored
@@ -155,8 +157,18 @@ def draw(kind: str, rng: random.Random) -> str:
     return KINDS[kind](rng)
 
 
+def capacity(kind: str) -> int:
+    """How many different draws ``kind`` can give: adjective-noun pairs, 7-digit numbers, or (in effect
+    without bound) UUIDs."""
+    return {"words": len(ADJECTIVES) * len(NOUNS), "numbers": 9 * 10 ** 6}.get(kind, 1 << 60)
+
+
 def distinct(kind: str, rng: random.Random, n: int, exclude: set[str] | frozenset = frozenset()) -> list[str]:
-    """``n`` different draws of ``kind``, none in ``exclude``."""
+    """``n`` different draws of ``kind``, none in ``exclude``; more than half of what ``kind`` can give
+    is refused (one sentence), never drawn for ever."""
+    if n + len(exclude) > capacity(kind) // 2:
+        raise CtxlensError(f"{n:,} different {kind} asked for, but RULER's {kind} give only {capacity(kind):,} "
+                           f"(at most half are drawn); lower --num-needle-k / --num-needle-v.")
     out: list[str] = []
     seen = set(exclude)
     while len(out) < n:
