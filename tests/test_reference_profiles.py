@@ -1,7 +1,8 @@
 """The committed reference profiles: SmolLM2-135M and Gemma-3-270M at L = 1024 (``reference/profile``,
 made by ``ctxlens profile ref:smollm2-135m ref:gemma3-270m --length 1024``) and SmolLM2-135M at its
 training length (``reference/profile-t``, L = 8192) and Gemma-3-270M as far as a CPU session goes
-(``reference/profile-gemma``, L = 4096): their rows read back, the README's cards are those
+(``reference/profile-gemma``, L = 4096) and SmolLM2-135M at L = 1024 on natural text
+(``reference/profile-sotu``): their rows read back, the README's cards are those
 rows' card (``ctxlens card``), and their reports open in Chromium with the card first."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ PROFILES = {  # directory -> (its models, the README's marker around its cards)
     "profile": (("ref:smollm2-135m", "ref:gemma3-270m"), "reference-cards"),
     "profile-t": (("ref:smollm2-135m",), "reference-cards-t"),
     "profile-gemma": (("ref:gemma3-270m",), "reference-cards-gemma"),
+    "profile-sotu": (("ref:smollm2-135m",), "reference-cards-sotu"),
 }
 CHROMIUM = find_chromium()
 
@@ -73,3 +75,16 @@ def test_the_committed_report_opens_in_chromium_with_its_card_first(profile, tmp
                                           ".map(i => i.complete && i.naturalWidth > 0))"))
         assert images and all(images)
         assert all(url.startswith(("file:", "data:")) for url in page.requests())
+
+
+def test_the_readmes_side_by_side_is_the_committed_rows(capsys):
+    """Issue 44, part 5: the README's table of SmolLM2's text lines on the synthetic corpus and on natural
+    text is what ``reference/side_by_side.py`` computes from the two committed profiles."""
+    import runpy
+
+    text = README.read_text()
+    begin, end = "<!-- side-by-side:begin -->", "<!-- side-by-side:end -->"
+    assert text.count(begin) == text.count(end) == 1
+    block = text[text.index(begin) + len(begin):text.index(end)].strip()
+    table = runpy.run_path(str(ROOT / "reference" / "side_by_side.py"))["table"]()
+    assert block == table.strip(), "README side-by-side is stale: paste `python reference/side_by_side.py`"

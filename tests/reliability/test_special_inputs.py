@@ -52,3 +52,24 @@ def test_an_integer_too_long_to_convert_is_one_sentence(where, tmp_path):
     done = subprocess.run([sys.executable, "-m", "ctxlens", "run", "--config", str(config), "--out",
                            str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "too long to read" in done.stderr
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("max_position_embeddings", "abc", "has a field of the wrong type"),
+    ("hidden_size", [1], "has a field of the wrong type"),
+    ("max_position_embeddings", int("9" * 400), "outside 1 .. 1,073,741,824"),
+])
+def test_a_config_field_of_the_wrong_type_or_size_is_one_sentence(tmp_path, field, value, message):
+    """Issue 45, item 10: a wrong-typed config.json field traced back from transformers' strict config, and
+    10**400 positions overflowed the planner; both are one sentence before anything is planned."""
+    import json
+
+    from ctxlens.core.errors import CtxlensError
+    from ctxlens.lm.info import read_info
+    from ctxlens.lm.tiny import tiny_config
+
+    config = tiny_config("llama").to_dict()
+    config[field] = value
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CtxlensError, match=message):
+        read_info(str(tmp_path))

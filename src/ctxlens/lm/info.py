@@ -101,12 +101,20 @@ def stated_train_length(config) -> int | None:
     return None
 
 
+MAX_POSITIONS = 1 << 30  # positions or a training length beyond this: a config no model has (10**400 once)
+
+
 def info_from_config(config, train_length: int | None = None, origin: str = "") -> ModelInfo:
     """The ``ModelInfo`` of a (transformers) config; ``train_length``: what the model's source
     records (the zoo recipe), which wins over the config's statement."""
     text = _rope.text_config(config)
     family = known_family(getattr(config, "model_type", ""))
     limit, hard = positions_limit(text)
+    for name, value in (("positions", limit), ("training length", train_length or stated_train_length(text))):
+        if isinstance(value, int) and not 0 < value <= MAX_POSITIONS:
+            shown = str(value)[:20] + ("..." if len(str(value)) > 20 else "")
+            raise CtxlensError(f"The model's config states {name} {shown}, outside 1 .. {MAX_POSITIONS:,}; fix "
+                               "config.json.")
     return ModelInfo(
         model_type=str(getattr(config, "model_type", "")), kind=family.kind if family else None,
         position=family.position if family else None, max_positions=limit, hard_limit=hard,
@@ -191,6 +199,11 @@ def _read_config(path: str, spec: str, trust_remote_code: bool, revision: str | 
     except (OSError, ValueError) as err:
         raise CtxlensError(f"Could not load a model config for '{spec}' ({str(err).splitlines()[0]}); "
                            "check the hub id or path, and network access for hub ids.") from None
+    except Exception as err:  # transformers' typed config (huggingface_hub's strict dataclasses): a wrong-typed field
+        if not (isinstance(err, TypeError) or type(err).__name__.startswith("StrictDataclass")):
+            raise
+        raise CtxlensError(f"The config.json of '{spec}' has a field of the wrong type "
+                           f"({' '.join(str(err).split())[:160]}); fix config.json.") from None
 
 
 def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
