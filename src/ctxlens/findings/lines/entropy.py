@@ -28,11 +28,12 @@ import numpy as np
 
 from ctxlens.core.papers import named
 from ctxlens.core.stats import normal_quantile, percentile_interval, randomization_p, sample_sd
-from ctxlens.findings.card import Context, Line, absent, card_line
+from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.verdicts import number as _n
 
 MIN_LENGTHS = 6  # a slope or a correlation over fewer lengths has too few degrees of freedom to say much
 ALPHA = 0.05  # one-sided: the paper states the direction of both effects
+ENTROPY_RISE = 0.1  # nats of S_n per doubling of l: ctxlens's stated effect (the paper shows the rise, not its size)
 SCOPE = "stated for near-Bayes models; Appendix G"
 
 
@@ -182,7 +183,9 @@ def ce_entropy(rows: list[dict], model: str) -> Line:
              if t["falls"] else "no significant rise of S_n with l")
     sign = "r < 0 as Eq. 2" if t["negative"] else "r < 0 not shown"
     under = n is not None and n < 10000
+    null = not (t["rises"] or t["falls"])  # the rise is the premise the card asks about: decided, or needs more windows
     return Line("ce_entropy", model, r, text, unc, f"{rises} (ctxlens's test); {sign} ({SCOPE})"
                 + ("; fewer windows than the paper's 10000" if under else ""), numbers, n=n, unit="windows",
                 interval=t["r_ci"], bounds=(-1.0, 1.0), mde=t["r_mde"], underpowered=bool(t["r_mde"] >= 1.0),
-                ranges=dict.fromkeys(("slope", "trace-normalised slope"), (-math.inf, math.inf)))  # nats per doubling
+                ranges=dict.fromkeys(("slope", "trace-normalised slope"), (-math.inf, math.inf)),  # nats per doubling
+                null=null, effect=ENTROPY_RISE, needs=needs_by_se(n, t["slope_mde"], ENTROPY_RISE) if null else None)
