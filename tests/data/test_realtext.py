@@ -160,25 +160,42 @@ def test_other_version_is_refused(monkeypatch):
 
 
 def test_no_window_crosses_a_document_boundary():
-    docs = distinct_docs([25, 7, 13, 40, 3, 12])
+    docs = distinct_docs([31, 7, 19, 46, 3, 18])
     source = FakeSource(docs)
-    windows = token_windows(source, CharTokenizer(), 6, 13)
+    windows = token_windows(source, CharTokenizer(), 6, 13)  # 4, 1, 2, 6, 0, 2 windows at least (a drawn phase)
     assert windows.shape == (13, 6) and windows.dtype == torch.long
-    # one window from every document long enough first (the independent items), then second ones, ...
-    assert [document_of(w) for w in windows] == [{d} for d in [0, 1, 2, 3, 5, 0, 2, 3, 5, 0, 3, 0, 3]]
-    expected = [docs[d][6 * k: 6 * k + 6] for d, k in [(0, 0), (1, 0), (2, 0), (3, 0), (5, 0), (0, 1), (2, 1)]]
-    assert ["".join(map(chr, w.tolist())) for w in windows[:7]] == expected
+    texts = ["".join(map(chr, w.tolist())) for w in windows]
+    owners = [document_of(w) for w in windows]
+    assert all(len(o) == 1 for o in owners)  # every window inside one document
+    owner = [next(iter(o)) for o in owners]
+    assert owner[:5] == [0, 1, 2, 3, 5]  # one window from every document long enough first (the independent items)
+    assert all(t in docs[d] for t, d in zip(texts, owner))  # a contiguous slice of its document
+    for d in set(owner):  # a document's windows: consecutive, non-overlapping slices from one drawn start
+        mine = [t for t, o in zip(texts, owner) if o == d]
+        start = docs[d].index("".join(mine))
+        assert "".join(mine) == docs[d][start:start + 6 * len(mine)]
     assert source.skipped_documents == 1 and source.used_documents == 5
     few = FakeSource(docs)
-    assert [document_of(w) for w in token_windows(few, CharTokenizer(), 6, 3)] == [{0}, {1}, {2}]
+    assert token_windows(few, CharTokenizer(), 6, 3).tolist() == windows[:3].tolist()  # a larger n holds a smaller
     assert few.used_documents == 3
+
+
+def test_windows_start_at_a_drawn_offset_not_at_the_documents_start():
+    """A window's k-th token is not the document's k-th: the start is drawn per document from the seed (a
+    speech's formulaic opening would otherwise be every window's first tokens)."""
+    docs = ["".join(chr(0x100 + i) for i in range(4000)) for _ in range(40)]  # distinct characters: offsets exact
+    starts = [ord(chr(int(w[0]))) - 0x100 for w in token_windows(FakeSource(docs), CharTokenizer(), 100, 40)]
+    assert len(set(starts)) > 30 and sum(s == 0 for s in starts) <= 2
+    again = [ord(chr(int(w[0]))) - 0x100 for w in token_windows(FakeSource(docs), CharTokenizer(), 100, 40)]
+    other = [ord(chr(int(w[0]))) - 0x100 for w in token_windows(FakeSource(docs), CharTokenizer(), 100, 40, seed=1)]
+    assert again == starts and other != starts  # deterministic per seed
 
 
 def test_short_documents_are_skipped_and_counted():
     source = FakeSource(distinct_docs([3, 10, 4, 9, 2, 10]))
-    windows = token_windows(source, CharTokenizer(), 5, 4)
-    assert [document_of(w) for w in windows] == [{1}, {3}, {5}, {1}]
-    assert source.skipped_documents == 3  # documents 0, 2 and 4; document 3 gives one window, its tail dropped
+    windows = token_windows(source, CharTokenizer(), 5, 3)
+    assert [document_of(w) for w in windows] == [{1}, {3}, {5}]
+    assert source.skipped_documents == 3  # documents 0, 2 and 4
 
 
 def test_not_enough_windows_inside_documents():
@@ -186,7 +203,7 @@ def test_not_enough_windows_inside_documents():
     with pytest.raises(CtxlensError) as info:
         token_windows(source, CharTokenizer(), 5, 3)
     message = str(info.value)
-    assert "holds only 2 windows of 5 tokens inside single documents (2 documents shorter" in message
+    assert "windows of 5 tokens inside single documents (2 documents shorter" in message
     assert "but 3 were requested; use a bigger source or a smaller n or length" in message
     assert source.skipped_documents == 2
 

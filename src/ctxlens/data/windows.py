@@ -12,6 +12,7 @@ not fit in memory are refused before any work.
 from __future__ import annotations
 
 import os
+import random
 from typing import Any, TypeGuard
 
 import torch
@@ -62,7 +63,7 @@ def token_windows(
         )
     _check_machine(n, length)
     if source.whole_documents if within_documents is None else within_documents:
-        return _document_windows(source, tokenizer, length, n)
+        return _document_windows(source, tokenizer, length, n, seed)
     ids = _token_stream(source, tokenizer, needed=n * length)  # [>= n * length]
     if ids.numel() < n * length:
         raise _not_enough_tokens(source, ids.numel(), length, n)
@@ -145,13 +146,18 @@ def _token_stream_once(source: TextSource, tokenizer: Any, *, needed: int) -> to
     return torch.cat(chunks) if chunks else torch.empty(0, dtype=torch.long)
 
 
-def _document_windows(source: TextSource, tokenizer: Any, length: int, n: int) -> torch.Tensor:  # int64
+def _document_windows(source: TextSource, tokenizer: Any, length: int, n: int, seed: int = 0
+                      ) -> torch.Tensor:  # int64
     """``n`` windows of ``length`` tokens, each cut from inside one document, one per document first: [n, length].
 
     The documents are the independent items (one window each while there are enough); only when ``n`` passes the
     documents long enough for a window does a document give a second window, then a third, in document order.
-    ``source.skipped_documents``: the documents read that were shorter than a window; ``source.used_documents``:
-    the documents the windows came from."""
+    A document's windows start at an offset drawn from ``seed`` and the document's index alone (not from
+    ``n``: a larger request holds a smaller one's windows first), so a window's position k is not the
+    document's position k: a speech's formulaic opening would otherwise be every window's first tokens,
+    and CE against the tokens seen (``loss-vs-length``) would measure the place in the document, not the
+    context. ``source.skipped_documents``: the documents read that were shorter than a window;
+    ``source.used_documents``: the documents the windows came from."""
     source.skipped_documents = 0
     per_document: list[torch.Tensor] = []  # each document's windows: [k_d, length]
     for document in source.documents():
@@ -159,8 +165,10 @@ def _document_windows(source: TextSource, tokenizer: Any, length: int, n: int) -
         if len(ids) < length:
             source.skipped_documents += 1
             continue
-        k = len(ids) // length
-        per_document.append(torch.tensor(ids[: k * length], dtype=torch.long).view(k, length))
+        start = random.Random(f"{seed}:{len(per_document) + source.skipped_documents}").randrange(
+            min(len(ids) - length, length - 1) + 1)  # a phase within one window: at most one window lost
+        k = (len(ids) - start) // length
+        per_document.append(torch.tensor(ids[start: start + k * length], dtype=torch.long).view(k, length))
         if len(per_document) == n:  # one window from each of n documents: no more need be read
             break
     order = [(d, i) for i in range(max((w.shape[0] for w in per_document), default=0))
