@@ -130,7 +130,7 @@ def test_cli_run_on_a_zoo_model(tmp_path):
     rows = read_rows(out)
     assert {r["model"] for r in rows} == {"zoo:random-llama"}
     assert len([r for r in rows if r["stage"] == "measure"]) == 6
-    assert {r["quantity"] for r in rows if r["stage"] == "fit"} == {"C0", "C", "gamma", "r2"}
+    assert {"C0", "C", "gamma", "r2"} <= {r["quantity"] for r in rows if r["stage"] == "fit"}  # + corrs when identified
     assert all(r["bos"] for r in rows if r["stage"] == "measure")
 
 
