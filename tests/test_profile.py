@@ -345,6 +345,27 @@ def test_under_30_minutes_no_part_takes_over_a_third_of_the_budget(minutes):
             assert "a budget under" not in why
 
 
+@pytest.mark.parametrize("minutes", [5, 30])
+def test_a_part_left_out_says_what_deciding_its_lines_would_take(minutes):
+    """Issue 43: a line the budget leaves out names the n its test needs and the minutes: the passkeys the
+    masking design needs a priori (90, from its simulation), or the pilot whose spread gives the n."""
+    from ctxlens.profile.power import LINES
+
+    fit = budget.fit(list(suite.PARTS), SMOLLM2_INFO, SMOLLM2_CPU, 60.0 * minutes)
+    assert fit.left_out
+    for part, why in fit.left_out.items():
+        lines = [(key, unit, need) for key, p, _o, unit, need, _h in LINES if p == part and key != "retrieval_2l"]
+        assert why.startswith("to decide, ") or not lines, why
+        for key, unit, need in lines:
+            said = why.split(f"{key}: ")[1].split(";")[0]
+            if need is None:
+                assert said.startswith("a pilot of ") and f" {unit} (about " in said, said
+            else:
+                assert said.startswith(f"{need()} {unit} at the paper's effect (about "), said
+    if "head-masking" in fit.left_out:
+        assert "masking_effect: 90 passkeys at the paper's effect" in fit.left_out["head-masking"]
+
+
 def test_a_ten_minute_budget_plans_at_least_eight_of_the_cards_lines():
     """Issue 33: a 10-minute budget on a small model buys most of the card, each line's parts planned
     (the lines' parts come from the card's own registry: ``CardLine.reads``)."""

@@ -209,5 +209,5 @@ def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
                                                                  "--budget buys it")):
             why = state.get(key)
             if isinstance(why, dict):
-                gaps.update({str(part): say.format(text_safe(str(reason))[:200]) for part, reason in why.items()})
+                gaps.update({str(part): say.format(text_safe(str(reason))[:400]) for part, reason in why.items()})
     return out

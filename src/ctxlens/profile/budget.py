@@ -167,7 +167,8 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
         if len(parts) > 1:
             parts.remove(part)
             took = plan_part(part, size, info, speed, slow).seconds
-            left_out[part.name] = (f"at its smallest it would take {duration(took)}, over a third of the "
+            left_out[part.name] = (_to_decide(part, size, info, speed, slow) +
+                                   f"at its smallest it would take {duration(took)}, over a third of the "
                                    f"{duration(seconds / TARGET)} it was fitted to (no part takes more while under "
                                    f"{SHORT / 60:.0f} min remain)")
     while parts and _total(parts, size, info, speed, slow) > seconds:
@@ -179,7 +180,8 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
             continue
         parts.remove(victim)
         took = plan_part(victim, size, info, speed, slow).seconds
-        left_out[victim.name] = f"the budget cannot afford it even at its smallest size (about {duration(took)})"
+        left_out[victim.name] = (_to_decide(victim, size, info, speed, slow) + "the budget cannot afford it "
+                                 f"even at its smallest size (about {duration(took)})")
     order = [p.name for p in everyone]
     for part in sorted((p for p in everyone if p.name in left_out), key=lambda p: p.drop_order):
         if _fits([*parts, part], size, info, speed, seconds, slow):  # a cheaper part fits the room left
@@ -193,6 +195,26 @@ def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow,
             if reduced in notes:  # this fit reduced it; a refit of a reduced plan has no such note
                 notes.remove(reduced)
     return sorted(parts, key=lambda p: order.index(p.name)), size
+
+
+def _to_decide(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow: Slow) -> str:
+    """What deciding a left-out ``part``'s card lines would take, for its reason: the items a line's test
+    needs a priori at the paper's effect and their minutes, or the pilot (the part at its smallest) whose
+    spread tells the card the n its test needs (``profile.power``); "" for a part no card line reads."""
+    from ctxlens.profile.power import part_needs
+
+    planned = plan_part(part, size, info, speed, slow)
+    says = []
+    for key, option, n, unit in part_needs(part.name):
+        have = planned.options.get(option)
+        if n is None:
+            says.append(f"{key}: a pilot of {have} {unit} (about {duration(planned.seconds)}), whose spread "
+                        "gives the n its test needs")
+            continue
+        per = len(planned.options.get("depths") or [1]) if option == "n_passkey" else 1  # counted per depth
+        took = plan_part(part, _with(size, part.name, option, -(-n // per)), info, speed, slow).seconds
+        says.append(f"{key}: {n} {unit} at the paper's effect (about {duration(took)})")
+    return "to decide, " + "; ".join(says) + "; " if says else ""
 
 
 def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, top: float) -> Size:

@@ -87,6 +87,13 @@ LINES = (  # card line, part, the option counting its items, unit, a-priori need
 )
 
 
+def part_needs(part: str) -> list[tuple[str, str, int | None, str]]:
+    """``part``'s card lines as (line, option, items its test needs a priori or None for a pilot, unit):
+    what deciding them takes, said where the budget leaves the part out (``profile.budget``)."""
+    return [(key, option, need() if need else None, unit) for key, p, option, unit, need, _how in LINES
+            if p == part and key != "retrieval_2l"]
+
+
 @dataclass(frozen=True)
 class Need:
     """What a part's lines need a priori: ``n`` items of ``option`` (the most any of ``lines`` needs), and
