@@ -2,8 +2,8 @@
 
 ``reference/profile`` read ctxlens's synthetic corpus (``builtin``), ``reference/profile-sotu`` the
 natural-text source (``sotu``); both at L = 1024 on this project's 2-core CPU. Run from the repository
-root: ``python reference/side_by_side.py`` prints the Markdown table the README holds (a test compares
-them). Each cell is the card line's own quantity and verdict, computed from the committed rows.
+root: ``python reference/side_by_side.py`` prints the Markdown table ``docs/reference-profiles.md`` holds (a
+test compares them). Each cell is the card line's own quantity and verdict, computed from the committed rows.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 made by ``ctxlens profile ref:smollm2-135m ref:gemma3-270m --length 1024``) and SmolLM2-135M at its
 training length (``reference/profile-t``, L = 8192) and Gemma-3-270M as far as a CPU session goes
 (``reference/profile-gemma``, L = 4096) and SmolLM2-135M at L = 1024 on natural text
-(``reference/profile-sotu``): their rows read back, the README's cards are those
-rows' card (``ctxlens card``), and their reports open in Chromium with the card first."""
+(``reference/profile-sotu``): their rows read back, the cards in the docs are those
+rows' card (``ctxlens card``: the README holds profile-sotu's, ``docs/reference-profiles.md`` the others'), and their
+reports open in Chromium with the card first."""
 
 from __future__ import annotations
 
@@ -18,25 +19,26 @@ from ctxlens.results import read_runs, run_dirs
 from tests.report._browser import Browser, find_chromium
 
 ROOT = Path(__file__).parents[1]
-README = ROOT / "README.md"
-PROFILES = {  # directory -> (its models, the README's marker around its cards)
-    "profile": (("ref:smollm2-135m", "ref:gemma3-270m"), "reference-cards"),
-    "profile-t": (("ref:smollm2-135m",), "reference-cards-t"),
-    "profile-gemma": (("ref:gemma3-270m",), "reference-cards-gemma"),
-    "profile-sotu": (("ref:smollm2-135m",), "reference-cards-sotu"),
+README = ROOT / "README.md"  # the front door: the first profile's card (profile-sotu)
+PROFILES_DOC = ROOT / "docs" / "reference-profiles.md"  # the other cards and the side-by-side table
+PROFILES = {  # directory -> (its models, the marker around its cards, the file that holds them)
+    "profile": (("ref:smollm2-135m", "ref:gemma3-270m"), "reference-cards", PROFILES_DOC),
+    "profile-t": (("ref:smollm2-135m",), "reference-cards-t", PROFILES_DOC),
+    "profile-gemma": (("ref:gemma3-270m",), "reference-cards-gemma", PROFILES_DOC),
+    "profile-sotu": (("ref:smollm2-135m",), "reference-cards-sotu", README),
 }
 CHROMIUM = find_chromium()
 
 
 @pytest.fixture(params=sorted(PROFILES))
 def profile(request):
-    """(the profile's directory, its models, the README's begin and end markers of its cards)."""
-    models, marker = PROFILES[request.param]
-    return ROOT / "reference" / request.param, models, (f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->")
+    """(the profile's directory, its models, the begin and end markers of its cards, the file holding them)."""
+    models, marker, doc = PROFILES[request.param]
+    return ROOT / "reference" / request.param, models, (f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"), doc
 
 
 def test_the_profile_record_names_its_models_and_every_part_ended(profile):
-    PROFILE, MODELS, _ = profile
+    PROFILE, MODELS, _, _ = profile
     record = json.loads((PROFILE / "profile.json").read_text())
     assert set(record["models"]) == set(MODELS)
     for spec, state in record["models"].items():
@@ -51,13 +53,16 @@ def test_the_profile_record_names_its_models_and_every_part_ended(profile):
         assert set(lengths.values()) == {record["length"]}
 
 
-def test_the_readmes_cards_are_the_card_of_the_committed_rows(profile, capsys):
-    PROFILE, _, (BEGIN, END) = profile
-    text = README.read_text()
+def test_the_docs_cards_are_the_card_of_the_committed_rows(profile, capsys):
+    PROFILE, _, (BEGIN, END), DOC = profile
+    text = DOC.read_text()
     assert text.count(BEGIN) == text.count(END) == 1
+    others = [p for p in (README, PROFILES_DOC) if p != DOC]
+    assert all(BEGIN not in p.read_text() for p in others), f"{BEGIN} belongs in {DOC.name} only"
     block = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
     assert main(["card", str(PROFILE)]) == 0
-    assert block == capsys.readouterr().out.strip(), "README cards are stale: paste `ctxlens card reference/profile`"
+    assert block == capsys.readouterr().out.strip(), (f"{DOC.relative_to(ROOT)} cards are stale: paste "
+                                                      f"`ctxlens card reference/{PROFILE.name}`")
 
 
 REPORTS = ("profile", "profile-t", "profile-gemma")  # committed reports; profile-sotu's is not committed (the
@@ -82,14 +87,15 @@ def test_the_committed_report_opens_in_chromium_with_its_card_first(name, tmp_pa
         assert all(url.startswith(("file:", "data:")) for url in page.requests())
 
 
-def test_the_readmes_side_by_side_is_the_committed_rows(capsys):
-    """Issue 44, part 5: the README's table of SmolLM2's text lines on the synthetic corpus and on natural
-    text is what ``reference/side_by_side.py`` computes from the two committed profiles."""
+def test_the_docs_side_by_side_is_the_committed_rows(capsys):
+    """Issue 44, part 5: the table (in ``docs/reference-profiles.md``) of SmolLM2's text lines on the synthetic
+    corpus and on natural text is what ``reference/side_by_side.py`` computes from the two committed profiles."""
     import runpy
 
-    text = README.read_text()
+    text = PROFILES_DOC.read_text()
     begin, end = "<!-- side-by-side:begin -->", "<!-- side-by-side:end -->"
     assert text.count(begin) == text.count(end) == 1
     block = text[text.index(begin) + len(begin):text.index(end)].strip()
     table = runpy.run_path(str(ROOT / "reference" / "side_by_side.py"))["table"]()
-    assert block == table.strip(), "README side-by-side is stale: paste `python reference/side_by_side.py`"
+    assert block == table.strip(), ("docs/reference-profiles.md side-by-side is stale: paste "
+                                    "`python reference/side_by_side.py`")

@@ -1,7 +1,7 @@
 """The committed reference card, recomputed from its rows by another route (issue 31): plain
 Python and numpy over the rows, exact enumerations instead of the library's tests, for both
 reference models. A line the rows cannot test is skipped here; what it shows instead is checked by
-the README test (``tests/test_reference_profiles.py``)."""
+the test of the committed cards (``tests/test_reference_profiles.py``)."""
 
 from __future__ import annotations
 
