@@ -1,7 +1,7 @@
 """What the progress meter costs: greedy decoding with and without the runner's token counter.
 
 Issue 26 part 4. The runner counts the tokens every forward runs (hooks on the input embedding
-and on each decoder layer, ``ctxlens.runner.execute.count_tokens``) into the unit's ``Meter``
+and on each decoder layer, ``ctxlens.runner.meter.count_tokens``) into the unit's ``Meter``
 (``ctxlens.core.progress``). The worst case is many small forwards: token-by-token greedy
 decoding of a tiny model, where a forward takes about a millisecond and the hooks run once per
 generated token. This script decodes
@@ -23,7 +23,7 @@ import torch
 import ctxlens.zoo  # noqa: F401 - registers zoo: models
 from ctxlens.core import progress
 from ctxlens.lm.loading import load
-from ctxlens.runner.execute import count_tokens
+from ctxlens.runner.meter import count_tokens
 from ctxlens.tasks.backends import TransformersBackend
 
 TARGET = 1.03

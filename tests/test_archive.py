@@ -15,8 +15,7 @@ import pytest
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.results import read_run
-from ctxlens.runner import RunStore, read_rows
-from ctxlens.runner import store as store_module
+from ctxlens.runner import RunStore, compression, read_rows
 from ctxlens.runner.archive import archive_run
 from ctxlens.runner.store import committed_units
 
@@ -97,7 +96,7 @@ def test_a_decompression_bomb_is_refused_within_the_bound(tmp_path, monkeypatch,
     archive_run(run)
     bomb = 64 << 20
     (run / "results.jsonl.gz").write_bytes(gzip.compress(b"\n" * bomb, compresslevel=9))
-    monkeypatch.setattr(store_module, "MAX_ARCHIVED_BYTES", 8 << 20)
+    monkeypatch.setattr(compression, "MAX_ARCHIVED_BYTES", 8 << 20)
     tracemalloc.start()
     try:
         with pytest.raises(CtxlensError, match="decompresses to more than 8,388,608 bytes"):

@@ -71,6 +71,26 @@ def test_config_file_equals_flags(tmp_path):
     assert strip(read_rows(tmp_path / "y")) == strip(read_rows(tmp_path / "f"))
 
 
+def test_a_runs_own_config_yaml_runs_it_again(tmp_path):
+    """``run --config RUN/config.yaml --out NEW`` (issue 46): a run's own config, with the keys the runner
+    records for itself (fingerprints, resolved, model_info) and the caller's meta, runs the same experiment
+    on the same models with the same options; the new run records the same config and the same rows."""
+    from ctxlens.cli.run import CONFIG_KEYS
+    from ctxlens.experiments.registry import get_experiment
+    from ctxlens.runner.execute import run
+
+    first, again = tmp_path / "first", tmp_path / "again"
+    run("niah-depth", ["zoo:rope"], first, {"depths": [0, 100], "n_samples": 2, "max_new_tokens": 6},
+        progress=False, meta={"profile_length": 512})  # lengths: filled from the model (resolved)
+    config = yaml.safe_load((first / "config.yaml").read_text())
+    assert {"fingerprints", "resolved", "model_info", "meta"} <= set(config) <= set(CONFIG_KEYS)
+    assert main(["run", "--config", str(first / "config.yaml"), "--out", str(again), "--no-progress"]) == 0
+    assert yaml.safe_load((again / "config.yaml").read_text()) == config
+    timing = {name for name, column in get_experiment("niah-depth").declared.items() if column.unit == "s"}
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in timing} for r in rows]  # noqa: E731
+    assert len(read_rows(first)) == 8 and strip(read_rows(again)) == strip(read_rows(first))
+
+
 _RUN_ZOO = ["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}"]
 
 

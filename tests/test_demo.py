@@ -316,7 +316,7 @@ def _masking(none: int, top: int, random: list[int], top_nll: float = 3.0):
         base = {"experiment": "head-masking", "model": "zoo:rope", "transform": "none", "condition": condition,
                 "fraction": fraction, "draw": draw, "length": 512, "n": 1}
         return [{**base, "task": "passkey", "depth": 0.5, "probe": i, "score": float(i < found)}
-                for i in range(PASSKEYS)] + [{**base, "task": "perplexity", "score": math.exp(nll), "nll": nll}]
+                for i in range(PASSKEYS)] + [{**base, "task": "perplexity", "ppl": math.exp(nll), "nll": nll}]
 
     return [*rows("none", 0.0, 0, none, 2.9), *rows("top", 0.1, 0, top, top_nll),
             *(r for d, found in enumerate(random) for r in rows("random", 0.1, d, found, 2.9 + 0.01 * d))]

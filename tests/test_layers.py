@@ -17,7 +17,7 @@ from pathlib import Path
 # layer: the layers it may import directly (every layer may import itself and core)
 LAYERS = {
     "ctxlens": "lm zoo",  # the package root: lazy ctxlens.load (which registers the zoo's resolvers)
-    "cli": "demo runner profile report findings zoo",  # ctxlens.cli, ctxlens.__main__
+    "cli": "demo runner profile report findings zoo",  # the ctxlens.cli package, ctxlens.__main__
     "demo": "runner report findings zoo",
     "profile": "runner experiments findings",  # findings: the rounds of the needle grid read whether its lines decided
     "runner": "experiments zoo rows",
@@ -36,8 +36,11 @@ LAYERS = {
 MODULE_LAYERS = {  # modules that sit in another layer than their package
     "ctxlens.__main__": "cli",
     "ctxlens.results": "rows",
+    "ctxlens.row_access": "rows",  # rows in their current layout, read through the declared names
     "ctxlens.runner.store": "rows",
     "ctxlens.runner.lock": "rows",  # the run directory's writer lock, used by the store
+    "ctxlens.runner.rundir": "rows",  # what a directory must be to be a run, its config.yaml read back (the store's)
+    "ctxlens.runner.compression": "rows",  # an archived results file read back (the store's)
     "ctxlens.tasks.scoring": "rows",
 }
 NO_TORCH = {"report", "findings", "rows"}

@@ -12,12 +12,13 @@ import json
 import pytest
 import yaml
 
+import ctxlens.profile.record as records
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.progress import duration
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
-from ctxlens.profile import budget, command, suite
+from ctxlens.profile import budget, command, pacing, planning, resume, suite
 from ctxlens.profile.command import profile
 
 SPEED = Throughput(prefill=2000.0, at=512, slope=1e-8, decode=20.0, seconds=0.0)  # a small CPU model's pace
@@ -61,7 +62,7 @@ class FakeRun:
     def __call__(self, experiment, models, out, options, model_options, **kw):
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.yaml").write_text("experiment: x\n")
-        record = json.loads((out.parent.parent / command.RECORD).read_text())
+        record = json.loads((out.parent.parent / records.RECORD).read_text())
         part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
         self.now += part["planned_s"] * (1.0 if part.get("top_up") else self.slow)  # a top-up's plan is a measured pace
         self.calls.append((experiment, options))
@@ -148,10 +149,10 @@ def test_the_plan_is_printed_before_any_forward_and_a_rerun_resumes(llama, tmp_p
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     events: list[str] = []
-    forward, show = LlamaDecoderLayer.forward, command._print_plan
+    forward, show = LlamaDecoderLayer.forward, command.print_plan
     monkeypatch.setattr(LlamaDecoderLayer, "forward", lambda self, *a, **k: (events.append("forward"),
                                                                              forward(self, *a, **k))[1])
-    monkeypatch.setattr(command, "_print_plan", lambda *a: (events.append("plan"), show(*a))[1])
+    monkeypatch.setattr(command, "print_plan", lambda *a: (events.append("plan"), show(*a))[1])
     small = [p for p in suite.PARTS if p.name in ("loss-vs-length", "suffix-ppl")]
     monkeypatch.setattr(command, "PARTS", small)
     done = profile([llama], 1, tmp_path / "p", progress=False, probe=lambda lm: SPEED,  # both parts within a third
@@ -268,13 +269,13 @@ def test_parts_left_out_come_back_when_the_first_parts_run_fast(llama, tmp_path)
 
 
 def test_parts_that_generate_and_parts_that_do_not_are_rescaled_by_their_own_pace():
-    ratios = command._ratios({True: [100.0, 70.0], False: [0.0, 0.0]})
+    ratios = pacing.ratios({True: [100.0, 70.0], False: [0.0, 0.0]})
     assert ratios == {True: pytest.approx(0.7), False: 1.0}  # early stops say nothing of a forward's pace
-    assert command._ratios({True: [100.0, 150.0], False: [0.0, 0.0]})[False] == pytest.approx(1.5)  # a busy machine
-    assert command._ratios({True: [0.0, 0.0], False: [100.0, 50.0]})[True] == pytest.approx(0.5)  # prompts are forwards
-    assert command._ratios({True: [100.0, 70.0], False: [50.0, 80.0]}) == {True: pytest.approx(0.7),
+    assert pacing.ratios({True: [100.0, 150.0], False: [0.0, 0.0]})[False] == pytest.approx(1.5)  # a busy machine
+    assert pacing.ratios({True: [0.0, 0.0], False: [100.0, 50.0]})[True] == pytest.approx(0.5)  # prompts are forwards
+    assert pacing.ratios({True: [100.0, 70.0], False: [50.0, 80.0]}) == {True: pytest.approx(0.7),
                                                                             False: pytest.approx(1.6)}
-    assert command._ratios({True: [10.0, 100.0], False: [10.0, 1.0]}) == {True: 4.0, False: 0.25}  # clamped
+    assert pacing.ratios({True: [10.0, 100.0], False: [10.0, 1.0]}) == {True: 4.0, False: 0.25}  # clamped
     assert {p.name for p in suite.PARTS if p.generates} == {"niah-depth", "ruler", "head-masking"}
 
 
@@ -416,7 +417,7 @@ def test_a_part_killed_midway_keeps_the_measured_time_of_its_committed_units(lla
     first = KillSecond()
     with pytest.raises(Killed):
         profile([llama], 10, tmp_path / "p", progress=False, clock=first.clock, probe=lambda lm: SPEED, runner=first)
-    record = json.loads((tmp_path / "p" / command.RECORD).read_text())
+    record = json.loads((tmp_path / "p" / records.RECORD).read_text())
     state = record["models"][llama]
     done = [p for p in state["parts"] if p["status"] == "done"]
     killed = next(p for p in state["parts"] if "running_since" in p)
@@ -446,10 +447,10 @@ def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_
     parts = done.record["models"][llama]["parts"]
     ran = next(p for p in parts if p["status"] == "done" and p["name"] == "positional-heads")
     absent = next((p for p in parts if p["status"] == "left out"), None) or next(p for p in parts if p is not ran)
-    record = json.loads((tmp_path / "p" / command.RECORD).read_text())  # an older design: no RoPE-zeroed control
+    record = json.loads((tmp_path / "p" / records.RECORD).read_text())  # an older design: no RoPE-zeroed control
     old = next(p for p in record["models"][llama]["parts"] if p["name"] == "positional-heads")
     old["options"].pop("control")
-    (tmp_path / "p" / command.RECORD).write_text(json.dumps(record))
+    (tmp_path / "p" / records.RECORD).write_text(json.dumps(record))
     where = tmp_path / "p" / record["models"][llama]["label"]
     (where / "positional-heads" / "rows").write_text("the earlier run's rows\n")
 
@@ -477,7 +478,7 @@ def test_redo_brings_named_parts_up_to_the_current_design_and_keeps_the_earlier_
     assert third.calls == []  # redone already with these options: the same command does not run them twice
     assert not (where / ".superseded" / "positional-heads-2").exists()
 
-    monkeypatch.setattr(command, "source_digest", lambda: "a-later-fix")  # the code changed, no option did
+    monkeypatch.setattr(resume, "source_digest", lambda: "a-later-fix")  # the code changed, no option did
     fourth = FakeRun()
     fourth.now = third.now
     later = profile([llama], 3, tmp_path / "p", progress=False, clock=fourth.clock, probe=lambda lm: 1 / 0,
@@ -524,15 +525,15 @@ def test_the_profile_times_one_forward_at_l_when_the_probe_stopped_short(monkeyp
             self.shapes.append(tuple(ids.shape))
             now[0] += (ids.shape[1] / 1000) ** 2
 
-    monkeypatch.setattr(command.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(planning.time, "perf_counter", lambda: now[0])
     lm = Quadratic()
     speed = Throughput(prefill=1000.0, at=1000, slope=0.0, decode=15.0, seconds=2.0)  # predicts 8 s at 8000
-    timed, note = command._at_length(lm, speed, 8000, allowed=60.0)
+    timed, note = planning.at_length(lm, speed, 8000, allowed=60.0)
     assert lm.shapes == [(1, 8000)]
     assert timed.prefill_seconds(8000) == pytest.approx(64.0)  # what the forward took
     assert "took 64.0 s" in note and "predicted 8.0 s" in note and "L = 8000" in note
-    assert command._at_length(lm, speed, 1000, allowed=60.0) is None  # the probe reached L
-    assert command._at_length(lm, speed, 8000, allowed=5.0) is None  # 8 s predicted: over the share
+    assert planning.at_length(lm, speed, 1000, allowed=60.0) is None  # the probe reached L
+    assert planning.at_length(lm, speed, 8000, allowed=5.0) is None  # 8 s predicted: over the share
     assert lm.shapes == [(1, 8000)]  # neither ran a forward
 
 
@@ -547,7 +548,7 @@ def test_a_resume_reads_the_pace_of_every_part_run_so_far_and_a_resumed_parts_wh
             self.kill = kill
 
         def __call__(self, experiment, models, out, options, model_options, **kw):
-            record = json.loads((out.parent.parent / command.RECORD).read_text())
+            record = json.loads((out.parent.parent / records.RECORD).read_text())
             part = next(p for s in record["models"].values() for p in s["parts"] if p["name"] == out.name)
             out.mkdir(parents=True, exist_ok=True)
             if self.kill and len(self.calls) == 1:
@@ -577,7 +578,7 @@ def test_a_resumed_record_from_before_the_pair_probe_times_the_pair_cost_once(ll
     with pytest.raises(Killed):
         profile([llama], 10, tmp_path / "p", progress=False, clock=KillFirst().clock, probe=lambda lm: SPEED,
                 runner=KillFirst())
-    path = tmp_path / "p" / command.RECORD
+    path = tmp_path / "p" / records.RECORD
     record = json.loads(path.read_text())
     del record["models"][llama]["throughput"]["pair"]
     path.write_text(json.dumps(record))
@@ -705,9 +706,9 @@ def test_the_reserve_is_released_once_the_grid_decides_the_needle_lines(tmp_path
              "info": {"train_length": 1024}, "adjustments": [], "parts": [{"name": "niah-depth", "status": "done"}]}
     monkeypatch.setattr(rounds, "grid_rows", lambda where, state: [])
     monkeypatch.setattr(rounds, "open_lines", lambda rows, model, L, train: {"middle_dip": object()})
-    assert command._reserve(state, tmp_path) == 300.0 and not state["adjustments"]
+    assert pacing.reserve(state, tmp_path) == 300.0 and not state["adjustments"]
     monkeypatch.setattr(rounds, "open_lines", lambda rows, model, L, train: {})
-    assert command._reserve(state, tmp_path) == 0.0 and state["size"]["reserve_s"] == 0.0
+    assert pacing.reserve(state, tmp_path) == 0.0 and state["size"]["reserve_s"] == 0.0
     assert "5 min reserved for their rounds go to the parts not started" in state["adjustments"][0]
 
 
@@ -750,3 +751,21 @@ def test_a_refit_of_a_reduced_plan_brings_the_part_back_to_its_floor_when_it_fit
     fit = budget.refit(parts, reduced, SMOLLM2_INFO, SMOLLM2_CPU, 3600.0 * 24, 1.0)
     assert fit.size.reduced == frozenset()
     assert fit.parts[0].options["n_samples"] == suite.entropy_samples(SMOLLM2_INFO, False)
+
+
+@pytest.mark.parametrize("name", ["accs-layers", "suffix-ppl", "positional-heads", "intrinsic-entropy"])
+def test_a_redo_reads_as_many_items_as_the_run_it_replaces(name):
+    """A refit may have scaled a part above the record's base size; ``--redo`` plans it at the scale it ran
+    at (found from its recorded counts), not at the base scale (the sotu redo read 19 windows for 32)."""
+    import dataclasses
+
+    from ctxlens.profile.resume import ran_at
+
+    part = next(p for p in suite.PARTS if p.name == name)
+    base = suite.Size(1024, 0.36, True)
+    ran = dataclasses.replace(base, scale=0.9).options(part, SMOLLM2_INFO)
+    counts = {k: v for k, v in ran.items() if k.startswith("n_")}
+    again = ran_at(part, base, SMOLLM2_INFO, ran).options(part, SMOLLM2_INFO)
+    assert {k: again[k] for k in counts} == counts
+    assert ran_at(part, base, SMOLLM2_INFO, {}) == base  # nothing recorded: the base size
+    assert ran_at(part, base, SMOLLM2_INFO, {k: 10**9 for k in counts}) == base  # not reachable: the base size

@@ -12,6 +12,11 @@ next to a live run. Every row keeps the columns the experiment wrote (``model``,
 ``experiment``, coordinates, metrics); ``run_dir`` says which directory it came from.
 Non-finite numbers were stored as ``null`` and read back as missing values. An archived run's
 rows (``results.jsonl.gz``, written by ``ctxlens archive``) are read the same way.
+
+Rows are read in their experiment's current layout (``ctxlens.row_access.LAYOUTS``: a row an older
+writer made is read through the change, the file is never rewritten) and, for a declared
+experiment, as a ``ctxlens.row_access.Row``: a dict that refuses to read a column the experiment
+does not declare.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
+from ctxlens.row_access import current, declared_rows
 from ctxlens.runner.store import read_results, read_rows, results_files
 
 RUN_COLUMN = "run_dir"
@@ -124,7 +130,7 @@ def read_run(path: str | os.PathLike) -> Run:
     """Committed rows, config, env and the count of uncommitted result lines of one run."""
     path = Path(path)
     problems: list[str] = []
-    rows = _named_rows(text_safe(read_rows(path)), problems)
+    rows = declared_rows(current(_named_rows(text_safe(read_rows(path)), problems)))
     written = sum(_line_count(f) for f in results_files(path))
     return Run(path, rows, _read_config(path, problems), _read_env(path, problems),
                uncommitted=max(0, written - len(rows)), problems=problems)
@@ -188,7 +194,8 @@ def _profile_states(runs: list[Run]):
     for root in dict.fromkeys(run.path.parent.parent for run in runs):
         record_file = root / "profile.json"
         try:
-            record = yaml_safe.load_json(record_file.read_bytes(), str(record_file)) if record_file.is_file() else None
+            record = (yaml_safe.load_json(files.read_bytes(record_file, yaml_safe.MAX_CHARS, "Profile record"),
+                                          str(record_file)) if record_file.is_file() else None)
         except (OSError, CtxlensError):
             continue
         models = record.get("models") if isinstance(record, dict) else None

@@ -18,6 +18,7 @@ from ctxlens.experiments import get_experiment, make_config
 from ctxlens.experiments.head_masking import masked_heads, masking
 from ctxlens.experiments.rope_dim_ablation import pairs_of
 from ctxlens.experiments.rope_dims import sample_pairs
+from ctxlens.findings import masking as masking_findings
 from ctxlens.findings import positional as findings
 from ctxlens.lm import from_model
 from ctxlens.lm.analysis.selfextend import self_extend
@@ -273,8 +274,8 @@ def test_head_masking_equals_zeroing_output_projection_slices_in_scoring_and_gen
     masked_row = exp.run(lm, config, units[("top", 0)], cache)[0]
     truth_row = exp.run(surgery, config, units[("none", 0)], {})[0]
     assert masked_row["heads"] == [list(h) for h in top]
-    assert masked_row["score"] == pytest.approx(truth_row["score"], rel=1e-6)
-    assert masked_row["score"] != pytest.approx(exp.run(lm, config, units[("none", 0)], cache)[0]["score"], rel=1e-6)
+    assert masked_row["ppl"] == pytest.approx(truth_row["ppl"], rel=1e-6) and "score" not in masked_row
+    assert masked_row["ppl"] != pytest.approx(exp.run(lm, config, units[("none", 0)], cache)[0]["ppl"], rel=1e-6)
     prompt = torch.randint(3, 256, (1, 12), generator=torch.Generator().manual_seed(3))
     kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
     with torch.no_grad(), masking(lm, top):
@@ -383,7 +384,7 @@ def test_experiments_run_on_every_rope_family(family):
     assert len(_run(lm, "rope-dim-ablation", ablations=["low:1"], measures=["loss", "dominant"], top_k=3, **opts)) > 0
     hm = _run(lm, "head-masking", tasks=["perplexity"], fractions=[0.25], n_draws=1, detect_samples=1, top_k=3,
               **{**opts, "transforms": ["none"]})
-    assert len(hm) == 3 and all(r["score"] and math.isfinite(r["score"]) for r in hm)
+    assert len(hm) == 3 and all(r["ppl"] and math.isfinite(r["ppl"]) for r in hm)
 
 
 def test_every_experiment_through_the_runner_on_the_random_zoo_model(tmp_path):
@@ -432,16 +433,16 @@ def test_findings_verdict_follows_the_stated_criteria():
         return out
 
     # 19 draws all above the top heads: p = 1 / 20 = 0.05
-    hurts = findings.masking_test(rows(1.0, 0.25, [0.75] * 19))
+    hurts = masking_findings.masking_test(rows(1.0, 0.25, [0.75] * 19))
     assert hurts["fractions"]["0.25"]["p"] == pytest.approx(1 / 20) and hurts["verdict"] == "hurts"
     assert findings.verdict(presence, hurts)["reproduced"] is True
-    tie = findings.masking_test(rows(1.0, 0.75, [0.75] * 19))  # ties count against: p = 20 / 20
+    tie = masking_findings.masking_test(rows(1.0, 0.75, [0.75] * 19))  # ties count against: p = 20 / 20
     assert tie["fractions"]["0.25"]["p"] == 1.0 and findings.verdict(presence, tie)["reproduced"] is False
-    collapse = findings.masking_test(rows(1.0, 0.25, [0.75] * 19, ppl_top=200.0))  # above every draw's 20..38
+    collapse = masking_findings.masking_test(rows(1.0, 0.25, [0.75] * 19, ppl_top=200.0))  # above every draw's 20..38
     assert collapse["verdict"] == "collapse" and findings.verdict(presence, collapse)["reproduced"] is False
-    few = findings.masking_test(rows(1.0, 0.25, [0.75] * 5))  # p >= 1/6: cannot be tested
+    few = masking_findings.masking_test(rows(1.0, 0.25, [0.75] * 5))  # p >= 1/6: cannot be tested
     assert few["verdict"] == "untestable" and findings.verdict(presence, few)["reproduced"] is None
-    assert findings.masking_test(rows(0.0, 0.0, [0.0] * 19))["verdict"] == "nothing"
+    assert masking_findings.masking_test(rows(0.0, 0.0, [0.0] * 19))["verdict"] == "nothing"
     assert findings.verdict(findings.presence_test([]), hurts)["reproduced"] is None
 
 

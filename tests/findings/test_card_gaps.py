@@ -41,4 +41,4 @@ def test_a_foreign_or_broken_record_changes_nothing_but_words(tmp_path):
         root = _profile(tmp_path, record, f"prof{i}")
         card = {line.key: line for line in card_of_runs(read_runs([root]))[M]}
         assert card["loss_fit"].value is not None
-        assert len(card["effective_length"].text) < 400
+        assert len(card["effective_length"].text) < 600  # the record's reason kept to 400 characters

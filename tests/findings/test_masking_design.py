@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from ctxlens.findings import positional as pos
+from ctxlens.findings import masking as pos
 from ctxlens.findings.card import decide
 from ctxlens.findings.lines.rope import masking_effect
 from ctxlens.lm.info import ModelInfo

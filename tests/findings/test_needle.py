@@ -12,7 +12,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ctxlens.core.stats import mcnemar_mde, mcnemar_power, pooled_two_proportion_z, sign_flip_p
+from ctxlens.core.mcnemar import mcnemar_mde, mcnemar_power
+from ctxlens.core.stats import pooled_two_proportion_z, sign_flip_p
 from ctxlens.findings.lines.needle import RULER_13, effective, middle_dip, retrieval_2l
 from ctxlens.findings.long_sequence import DEPTH_GRID, MIN_DIP, MIN_DROP, length_test, middle_test
 

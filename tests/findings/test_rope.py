@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ctxlens.core.stats import spearman
+from ctxlens.findings import masking as mask
 from ctxlens.findings import positional as pos
 from ctxlens.findings.lines.rope import masking_effect, positional_heads
 
@@ -107,8 +108,8 @@ def test_masking_randomization_test_holds_its_level_per_fraction_and_over_both()
     rng = np.random.default_rng(2)
     one = both = 0
     for _ in range(N_SIMS):
-        one += pos.masking_test(_mask_rows(rng, 0.0, fractions=(0.1,)))["verdict"] == "hurts"
-        both += pos.masking_test(_mask_rows(rng, 0.0))["verdict"] == "hurts"
+        one += mask.masking_test(_mask_rows(rng, 0.0, fractions=(0.1,)))["verdict"] == "hurts"
+        both += mask.masking_test(_mask_rows(rng, 0.0))["verdict"] == "hurts"
     assert one / N_SIMS <= 0.09 and both / N_SIMS <= 0.09
 
 
@@ -116,12 +117,12 @@ def test_masking_a_planted_drop_of_the_stated_size_is_found_and_a_collapse_is_na
     rng = np.random.default_rng(3)
     fired, drops = 0, []
     for _ in range(N_SIMS):
-        test = pos.masking_test(_mask_rows(rng, pos.MIN_DROP))
+        test = mask.masking_test(_mask_rows(rng, mask.MIN_DROP))
         drops += [s["effect"] for s in test["fractions"].values()]
         fired += test["verdict"] == "hurts"
     assert -0.36 <= np.mean(drops) <= -0.24  # about the stated minimal drop
     assert fired / N_SIMS >= 0.7
-    collapsed = pos.masking_test(_mask_rows(np.random.default_rng(4), 0.6, ppl_top=8.0))
+    collapsed = mask.masking_test(_mask_rows(np.random.default_rng(4), 0.6, ppl_top=8.0))
     assert collapsed["verdict"] == "collapse"
 
 

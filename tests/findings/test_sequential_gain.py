@@ -81,7 +81,7 @@ def test_a_round_runs_the_loss_part_again_with_more_windows_only_while_the_line_
     so the larger run holds the smaller one's first), moves the earlier run to .superseded, and counts the
     look; a decided line gets no round."""
     import ctxlens.results as results
-    from ctxlens.profile import command
+    from ctxlens.profile import parts
 
     where = tmp_path / "m"
     (where / "loss-vs-length").mkdir(parents=True)
@@ -90,18 +90,18 @@ def test_a_round_runs_the_loss_part_again_with_more_windows_only_while_the_line_
     state = {"label": "m", "size": {"length": 1024, "scale": 0.0}, "info": {}, "adjustments": [], "parts": [rec]}
     rows = {"now": _rows([0.3, -0.2, 0.5, 0.4, -0.1, 0.6, 0.2, 0.3])}
     monkeypatch.setattr(results, "read_run", lambda path: types.SimpleNamespace(rows=rows["now"]))
-    assert command._windows_round("m", state, where, left=10.0) is None  # no time for two more windows
-    part = command._windows_round("m", state, where, left=3600.0)
+    assert parts.windows_round("m", state, where, left=10.0) is None  # no time for two more windows
+    part = parts.windows_round("m", state, where, left=3600.0)
     assert part is rec and rec["status"] == "planned" and rec["options"]["n_samples"] == 16 and rec["looks"] == 2
     assert (where / ".superseded" / "loss-vs-length-1").is_dir() and not (where / "loss-vs-length").exists()
     assert rec["planned_s"] == pytest.approx(160.0) and "round 1, 16 windows (had 8)" in state["adjustments"][-1]
     (where / "loss-vs-length").mkdir()
     rec.update(status="done", spent_s=160.0)
     rows["now"] = _rows([0.3] * 16)  # decided: no further round
-    assert command._windows_round("m", state, where, left=3600.0) is None
+    assert parts.windows_round("m", state, where, left=3600.0) is None
     rec["sequential"] = False  # a part not declared sequential when planned never gets a round
     rows["now"] = _rows([0.3, -0.2, 0.5, 0.4, -0.1, 0.6, 0.2, 0.3])
-    assert command._windows_round("m", state, where, left=3600.0) is None
+    assert parts.windows_round("m", state, where, left=3600.0) is None
 
 
 def test_the_card_reads_which_parts_a_profile_declared_sequential():

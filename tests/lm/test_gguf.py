@@ -22,17 +22,22 @@ from ctxlens.lm import gguf as lm_gguf
 TEMPLATE = "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}{% endfor %}"
 
 
-def write_tiny_gguf(path, arch="llama", vocab=64, d=32, layers=2, heads=4, kv=2, ff=64):
-    """A random float32 llama in GGUF form, with a 64-token BPE tokenizer ('ab' is one merge)."""
+def write_tiny_gguf(path, arch="llama", vocab=64, d=32, layers=2, heads=4, kv=2, ff=64, meta=None):
+    """A random float32 llama in GGUF form, with a 64-token BPE tokenizer ('ab' is one merge). ``meta``:
+    metadata values that differ from the tensors' (``{"embedding_length": 48}``), a file that disagrees
+    with itself."""
     gguf = pytest.importorskip("gguf")
     rng = np.random.default_rng(0)
     w = gguf.GGUFWriter(str(path), arch)
     hd = d // heads
+    lie = {"context_length": 128, "embedding_length": d, "block_count": layers, "head_count": heads,
+           "vocab_size": vocab, **(meta or {})}
     for add, value in [
-        (w.add_context_length, 128), (w.add_embedding_length, d), (w.add_block_count, layers),
-        (w.add_feed_forward_length, ff), (w.add_head_count, heads), (w.add_head_count_kv, kv),
+        (w.add_context_length, lie["context_length"]), (w.add_embedding_length, lie["embedding_length"]),
+        (w.add_block_count, lie["block_count"]),
+        (w.add_feed_forward_length, ff), (w.add_head_count, lie["head_count"]), (w.add_head_count_kv, kv),
         (w.add_rope_dimension_count, hd), (w.add_rope_freq_base, 10000.0), (w.add_layer_norm_rms_eps, 1e-5),
-        (w.add_vocab_size, vocab), (w.add_tokenizer_model, "gpt2"), (w.add_tokenizer_pre, "default"),
+        (w.add_vocab_size, lie["vocab_size"]), (w.add_tokenizer_model, "gpt2"), (w.add_tokenizer_pre, "default"),
         (w.add_token_list, [chr(i) for i in range(60, 60 + vocab - 1)] + ["ab"]),
         (w.add_token_types, [1] * vocab), (w.add_token_merges, ["a b"]),
         (w.add_bos_token_id, 0), (w.add_eos_token_id, 1), (w.add_chat_template, TEMPLATE),

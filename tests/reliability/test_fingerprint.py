@@ -1,4 +1,7 @@
 """Issue 32, item 5: the weights fingerprint covers every byte, and its cache never hides a change.
+Issue 45: the digest is never read back from a file (a planted ``fingerprints.json`` entry once let
+changed weights pass under the old digest); a process remembers a digest only while the file's stat
+is unchanged.
 
 The earlier fingerprint read the first, middle and last MiB of each weight file; the sampled windows
 are written out here (``old_windows``) so that each change below is shown to lie outside them."""
@@ -23,8 +26,13 @@ MIB = 1 << 20
 
 @pytest.fixture(autouse=True)
 def own_home(tmp_path, monkeypatch):
-    """A fresh ctxlens home, so the fingerprint cache starts empty and the user's is not touched."""
+    """A fresh ctxlens home (the user's is not touched) and a process that has hashed nothing yet."""
     monkeypatch.setenv("CTXLENS_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(fp, "_HASHED", {})
+
+
+def remembered(path: Path) -> bool:
+    return any(key[0] == os.path.realpath(path) for key in fp._HASHED)
 
 
 def old_windows(size: int) -> list[range]:
@@ -68,7 +76,7 @@ def test_one_byte_outside_the_old_windows_changes_the_fingerprint(tmp_path, monk
     offset = 3 * MIB + MIB // 2 + 12345  # between the middle and the last MiB
     assert outside(weights.stat().st_size, offset)
     before = fp.directory_fingerprint(model)
-    assert fp.read_cache(), "the first hash is cached"
+    assert remembered(weights), "the first hash is remembered in this process"
     time.sleep(0.05)  # past the kernel's timestamp tick, as any real edit after a run is
     flip(weights, offset)  # same size, inode and modification time: only the change time moves
     assert fp.directory_fingerprint(model) != before
@@ -83,65 +91,88 @@ def test_the_digest_is_the_whole_file_sha256(tmp_path):
     assert fp.hash_file(weights) == hashlib.sha256(weights.read_bytes()).hexdigest()
 
 
-def test_a_resume_reads_the_cache_not_the_file(tmp_path, monkeypatch):
+def test_a_process_hashes_an_unchanged_file_once(tmp_path, monkeypatch):
     settled(monkeypatch)
     model = weights_dir(tmp_path / "m")
     first = fp.directory_fingerprint(model)
     calls = []
-    monkeypatch.setattr(fp, "hash_file", lambda path: calls.append(path) or "0" * 64)
+    hash_file = fp.hash_file
+    monkeypatch.setattr(fp, "hash_file", lambda path: calls.append(path) or hash_file(path))
     assert fp.directory_fingerprint(model) == first and calls == []
     (model / "model.safetensors").write_bytes((model / "model.safetensors").read_bytes())  # same bytes, new stamp
     fp.directory_fingerprint(model)
     assert len(calls) == 1
+    monkeypatch.setattr(fp, "_HASHED", {})  # a new process: nothing on disk stands for the bytes
+    assert fp.directory_fingerprint(model) == first and len(calls) == 2
 
 
-def test_a_just_written_file_is_not_cached(tmp_path):
+def test_a_just_written_file_is_not_remembered(tmp_path):
     model = weights_dir(tmp_path / "m")
     fp.directory_fingerprint(model)
-    assert fp.read_cache() == []
+    assert not remembered(model / "model.safetensors")
+
+
+def _entry(path: Path, sha256: str, **changes) -> dict:
+    """A ``fingerprints.json`` entry as the earlier version wrote it: the file's path, its stat, a digest."""
+    return {"path": str(path.resolve()), **fp.stamp(path), "sha256": sha256, **changes}
+
+
+def _plant(entries: list[dict]) -> Path:
+    home = Path(os.environ["CTXLENS_HOME"])
+    home.mkdir(exist_ok=True)
+    cache = home / fp.CACHE_NAME
+    cache.write_text(json.dumps({"ctxlens_fingerprints": 1, "entries": entries}))
+    return cache
 
 
 @pytest.mark.parametrize("cache", [
     b"\x00\xff garbage", b"[]", b'{"ctxlens_fingerprints": 1, "entries": {}}', b"[" * 100_000 + b"]" * 100_000,
     b'{"ctxlens_fingerprints": 1, "entries": [{"path": 1}]}',
-    b'{"ctxlens_fingerprints": 1, "entries": [{"path": "x", "sha256": "zz", "size": 1, "mtime_ns": 1,'
-    b' "ctime_ns": 1, "ino": 1, "dev": 1}]}',
     b'{"ctxlens_fingerprints": 1, "entries": []}' + b" " * (2 * MIB),
 ])
-def test_a_corrupt_cache_is_ignored(tmp_path, cache):
+def test_a_corrupt_cache_file_changes_nothing(tmp_path, cache):
     model = weights_dir(tmp_path / "m", size=2 * MIB)
     truth = fp.directory_fingerprint(model)
     home = Path(os.environ["CTXLENS_HOME"])
     home.mkdir(exist_ok=True)
     (home / fp.CACHE_NAME).write_bytes(cache)
-    assert fp.read_cache() == []
+    fp._HASHED.clear()
     assert fp.directory_fingerprint(model) == truth
+    assert (home / fp.CACHE_NAME).read_bytes() == cache
 
 
-def test_a_stale_entry_with_another_stamp_is_not_trusted(tmp_path, monkeypatch):
-    """A planted entry naming the file with a wrong digest and any stamp but the file's own is unused."""
+def test_a_planted_entry_with_the_files_own_stat_is_not_trusted(tmp_path, monkeypatch):
+    """Issue 45: the weights changed, then an entry naming the changed file's exact stat with the old digest
+    planted in ``fingerprints.json``; the earlier version returned the old digest, so the resume went on."""
     settled(monkeypatch)
     model = weights_dir(tmp_path / "m", size=2 * MIB)
     weights = model / "model.safetensors"
-    truth = fp.directory_fingerprint(model)
-    entry = fp.read_cache()[0]
-    home = Path(os.environ["CTXLENS_HOME"])
-    for field in ("size", "mtime_ns", "ctime_ns", "ino", "dev"):
-        lie = {**entry, field: entry[field] + 1, "sha256": "0" * 64}
-        (home / fp.CACHE_NAME).write_text(json.dumps({"ctxlens_fingerprints": 1, "entries": [lie]}))
+    before = fp.directory_fingerprint(model)
+    old_sha = hashlib.sha256(weights.read_bytes()).hexdigest()
+    time.sleep(0.05)
+    flip(weights, MIB + 17)
+    _plant([_entry(weights, old_sha)])
+    fp._HASHED.clear()  # the resume is a new process
+    assert fp.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest() != old_sha
+    assert fp.directory_fingerprint(model) != before
+    for field in ("size", "mtime_ns", "ctime_ns", "ino", "dev"):  # nor with any other stamp
+        _plant([_entry(weights, "0" * 64, **{field: fp.stamp(weights)[field] + 1})])
+        fp._HASHED.clear()
         assert fp.file_sha256(weights) == hashlib.sha256(weights.read_bytes()).hexdigest(), field
-    assert fp.directory_fingerprint(model) == truth
 
 
-def test_a_linked_or_unwritable_cache_is_left_alone(tmp_path, monkeypatch):
+def test_no_cache_file_is_written_and_a_linked_one_is_left_alone(tmp_path, monkeypatch):
     settled(monkeypatch)
     model = weights_dir(tmp_path / "m", size=2 * MIB)
     home = Path(os.environ["CTXLENS_HOME"])
-    home.mkdir()
+    truth = hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
+    assert fp.file_sha256(model / "model.safetensors") == truth
+    assert not (home / fp.CACHE_NAME).exists()
+    home.mkdir(exist_ok=True)
     target = tmp_path / "target"
     target.write_text("mine")
     (home / fp.CACHE_NAME).symlink_to(target)
-    truth = hashlib.sha256((model / "model.safetensors").read_bytes()).hexdigest()
+    fp._HASHED.clear()
     assert fp.file_sha256(model / "model.safetensors") == truth
     assert target.read_text() == "mine"
 

@@ -276,7 +276,7 @@ def _poke(value, rng: random.Random):
 
 
 def profile_cases(rng: random.Random, n: int) -> list[Case]:
-    from ctxlens.profile import command
+    import ctxlens.profile.record as records
 
     out = []
     for _ in range(n):
@@ -291,7 +291,7 @@ def profile_cases(rng: random.Random, n: int) -> list[Case]:
 
         def setup(folder: Path, raw=raw) -> None:
             (folder / "out" / "p").mkdir(parents=True)
-            (folder / "out" / "p" / command.RECORD).write_bytes(raw)
+            (folder / "out" / "p" / records.RECORD).write_bytes(raw)
         out.append(Case("profile record", argv, setup=setup))
     return out
 
@@ -427,6 +427,148 @@ def link_cases(rng: random.Random) -> list[Case]:
     ]
 
 
+# -- issue 45: inputs bounded before they are read, count options, GGUF files and their cache ---------------------
+
+BIG = 3 << 30  # bytes of a sparse file: no disk, and gigabytes of memory if it were read
+
+
+def _sparse(path: Path, size: int = BIG) -> None:
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+def _oversized(kind: str, r: random.Random) -> Callable[[Path], None]:
+    """Inputs of ``kind`` too large (sparse, or one byte over the bound), nested too deeply, or a FIFO."""
+    how = r.choice(["sparse", "over", "fifo", "nested"])
+
+    def fill(path: Path, limit: int) -> None:
+        if how == "sparse":
+            _sparse(path)
+        elif how == "over":
+            path.write_text("{" + " " * limit + "}")
+        elif how == "fifo":
+            os.mkfifo(path)
+        else:
+            path.write_text('{"data": ' + "[" * 50_000 + "]" * 50_000 + "}")
+
+    def setup(folder: Path) -> None:
+        from ctxlens.lm.model_files import LIMITS
+
+        if kind == "tokenizer":
+            name = r.choice(["chat_template.jinja", "tokenizer_config.json", "tokenizer.json",
+                             "special_tokens_map.json", "chat_template.json"])
+            _tokenizer_folder(folder / "in" / "tok")
+            target = folder / "in" / "tok" / name
+            target.unlink(missing_ok=True)
+            fill(target, LIMITS[name])
+        elif kind == "model":
+            model = folder / "in" / "model"
+            model.mkdir()
+            (model / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
+            name = r.choice(["config.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"])
+            (model / name).unlink(missing_ok=True)
+            fill(model / name, LIMITS[name])
+        else:  # a QA file
+            fill(folder / "in" / "qa.json", 256 << 20)
+    return setup
+
+
+def bounded_file_cases(rng: random.Random, n: int) -> list[Case]:
+    out = []
+    for _ in range(n):
+        kind = rng.choice(["tokenizer", "model", "qa"])
+        r = random.Random(rng.random())
+        if kind == "tokenizer":
+            argv = ["tasks", "export", "niah_single_1", "--tokenizer", "{in}/tok", "--lengths", "512", "--n", "1",
+                    "--template", rng.choice(["chat", "auto", "plain"]), "--out", "{out}/t", "--no-cache"]
+        elif kind == "model":
+            argv = rng.choice([["run", "token-loss", "--model", "{in}/model", "--out", "{out}/r", "--no-progress"],
+                               ["profile", "{in}/model", "--out", "{out}/p", "--no-progress", "--budget", "1"]])
+        else:
+            flag, task = rng.choice([("--squad", "qa_1"), ("--hotpotqa", "qa_2")])
+            argv = ["tasks", "export", task, "--tokenizer", "byte", "--lengths", "2048", "--n", "1", flag,
+                    "{in}/qa.json", "--out", "{out}/t", "--no-cache"]
+        out.append(Case(f"oversized {kind} file", argv, setup=_oversized(kind, r)))
+    return out
+
+
+COUNT_FLAGS = {"ruler": ["--n-samples"], "niah-depth": ["--n-samples"], "visible-fraction": ["--n-samples"],
+               "position-weighted-qa": ["--n-samples"], "suffix-ppl": ["--n-sequences"],
+               "head-masking": ["--n-passkey", "--detect-samples"], "rope-theta-sweep": ["--n-needles"],
+               "rope-dims": ["--n-pairs"], "loss-vs-length": ["--n-boot"], "intrinsic-entropy": ["--kde-samples"]}
+TASK_COUNTS = {"vt": ["--num_chains", "--num_hops"], "fwe": ["--coded_wordlen", "--vocab_size"],
+               "cwe": ["--num_cw", "--freq_cw", "--freq_ucw"],
+               "niah_multikey_1": ["--num_needle_k"], "niah_multivalue": ["--num_needle_v"],
+               "niah_multiquery": ["--num_needle_q"]}
+HUGE_COUNTS = ["1000000000", "4194305", "1000000", "100001", "3000", "26", "1", "0", "-1", "9" * 30]
+
+
+def count_cases(rng: random.Random, n: int) -> list[Case]:
+    """Count options of experiments (refused at option parsing) and of the task generators (refused before a
+    draw that could never end), with huge, edge and capacity-exceeding values."""
+    out = []
+    for _ in range(n):
+        value = rng.choice(HUGE_COUNTS)
+        if rng.random() < 0.5:
+            exp = rng.choice(sorted(COUNT_FLAGS))
+            argv = ["run", exp, "--model", MODEL, "--out", "{out}/run", "--no-progress", rng.choice(COUNT_FLAGS[exp]),
+                    value]
+        else:
+            task = rng.choice(sorted(TASK_COUNTS))
+            length, n_samples = rng.choice([("1024", "1"), ("4096", "1"), ("131072", "1"), ("131072", "100000")])
+            argv = ["tasks", "export", task, "--tokenizer", "byte", "--lengths", length, "--n", n_samples,
+                    rng.choice(TASK_COUNTS[task]), value, "--out", "{out}/t", "--no-cache"]
+        out.append(Case("count options", argv))
+    return out
+
+
+def gguf_disagreeing_cases(rng: random.Random, n: int) -> list[Case]:
+    """Valid GGUF files whose metadata disagrees with their tensors, and converted caches changed afterwards."""
+    out = []
+    for _ in range(n):
+        seed = rng.random()
+
+        def setup(folder: Path, seed=seed) -> None:
+            from tests.lm.test_gguf import write_tiny_gguf
+
+            r = random.Random(seed)
+            path = folder / "in" / "m.gguf"
+            if r.random() < 0.6:
+                key = r.choice(["embedding_length", "vocab_size", "head_count", "block_count"])
+                write_tiny_gguf(path, meta={key: r.choice([1, 3, 8, 48, 100])})
+                return
+            from ctxlens.lm import fingerprint, gguf
+
+            write_tiny_gguf(path, d=r.choice([16, 32]))
+            shutil.rmtree(gguf.cache_dir(gguf.content_sha256(path)), ignore_errors=True)  # an earlier case's
+            cache = gguf.converted(path, "m.gguf")
+            victim = r.choice(sorted(p for p in cache.iterdir() if p.name != gguf.SOURCE_FILE))
+            kind = r.randrange(4)
+            if kind == 0:
+                raw = bytearray(victim.read_bytes())
+                raw[r.randrange(len(raw))] ^= 0xFF
+                victim.write_bytes(bytes(raw))
+            elif kind == 1:
+                victim.unlink()
+            elif kind == 2:
+                (cache / "added_tokens.json").write_text("{}")
+            else:
+                record = json.loads((cache / gguf.SOURCE_FILE).read_text())
+                record["files"] = _hostile_value(r)
+                (cache / gguf.SOURCE_FILE).write_text(json.dumps(record, allow_nan=True))
+            fingerprint._HASHED.clear()  # as a new process
+        argv = rng.choice([["tasks", "export", "niah_single_1", "--tokenizer", "{in}/m.gguf", "--lengths", "256", "--n",
+                            "1", "--out", "{out}/t", "--no-cache"],
+                           ["run", "token-loss", "--model", "{in}/m.gguf", "--out", "{out}/r", "--no-progress"]])
+        out.append(Case("GGUF metadata or cache", argv, setup=setup))
+    return out
+
+
+def bound_cases() -> list[Case]:
+    rng = random.Random(SEED + 45)
+    return bounded_file_cases(rng, 30) + count_cases(rng, 40) + gguf_disagreeing_cases(rng, 16)
+
+
 def all_cases() -> list[Case]:
     rng = random.Random(SEED)
     return (option_cases(rng, 70) + model_option_cases(rng, 50) + export_option_cases(rng, 50)
@@ -534,4 +676,19 @@ def test_fuzz_every_command(sandbox):
             breaks.append(f"{case.family} {[a[:60] for a in case.argv]}: {why}")
         shutil.rmtree(sandbox / "cases" / str(i), ignore_errors=True)
     assert len(cases) >= 400
+    assert not breaks, f"{len(breaks)} of {len(cases)} inputs broke:\n" + "\n".join(breaks[:40])
+
+
+def test_fuzz_bounds_and_caches(sandbox):
+    """Issue 45's classes: files over their bound (sparse 3 GB, one byte over, FIFOs, deep nesting) in tokenizer
+    folders, model directories and QA files; count options of experiments and task generators; GGUF files that
+    disagree with themselves and converted caches changed afterwards. Same harness and bounds per case."""
+    cases = bound_cases()
+    breaks = []
+    for i, case in enumerate(cases):
+        why = _run_case(sandbox, i, case)
+        if why is not None:
+            breaks.append(f"{case.family} {[a[:60] for a in case.argv]}: {why}")
+        shutil.rmtree(sandbox / "cases" / str(i), ignore_errors=True)
+    assert len(cases) >= 80 and len({c.family for c in cases}) == 5
     assert not breaks, f"{len(breaks)} of {len(cases)} inputs broke:\n" + "\n".join(breaks[:40])

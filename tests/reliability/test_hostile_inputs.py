@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+import ctxlens.profile.record as records
 from ctxlens.cli import main
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
-from ctxlens.profile import command
+from ctxlens.profile import command, planning, resume
 from ctxlens.runner import RunStore
 
 SPEED = {"prefill": 2000.0, "at": 512, "slope": 1e-8, "decode": 20.0, "seconds": 0.0}
@@ -58,7 +59,7 @@ def _record(**part_changes) -> dict:
 def _profile(out: Path, record: dict | None = None, runner: Runner | None = None, **kw):
     if record is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / command.RECORD).write_text(json.dumps(record))
+        (out / records.RECORD).write_text(json.dumps(record))
     return command.profile([MODEL], 1, out, progress=False, length=128, clock=lambda: 0.0,
                            probe=lambda lm: None, runner=runner or Runner(), **kw)
 
@@ -105,12 +106,12 @@ def test_a_profile_record_of_the_wrong_shape_is_one_sentence(tmp_path, capsys, c
     changed = edits[change]()
     out = tmp_path / "p"
     out.mkdir()
-    (out / command.RECORD).write_text(json.dumps(changed if changed is not None else record))
-    before = (out / command.RECORD).read_bytes()
+    (out / records.RECORD).write_text(json.dumps(changed if changed is not None else record))
+    before = (out / records.RECORD).read_bytes()
     assert main(["profile", MODEL, "--budget", "1", "--length", "128", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ctxlens: error:") and "profile.json" in err and err.count("\n") == 1
-    assert (out / command.RECORD).read_bytes() == before
+    assert (out / records.RECORD).read_bytes() == before
 
 
 # -- 3: the profile holds its own lock -----------------------------------------------------------------------
@@ -118,8 +119,8 @@ def test_a_profile_record_of_the_wrong_shape_is_one_sentence(tmp_path, capsys, c
 def test_a_second_profile_into_one_out_is_refused(tmp_path, capsys):
     out = tmp_path / "p"
     out.mkdir()
-    (out / command.RECORD).write_text(json.dumps(_record()))
-    before = (out / command.RECORD).read_bytes()
+    (out / records.RECORD).write_text(json.dumps(_record()))
+    before = (out / records.RECORD).read_bytes()
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, os, sys, time\n"
         f"fd = os.open({str(out / command.LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
@@ -134,7 +135,7 @@ def test_a_second_profile_into_one_out_is_refused(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "being written by process" in err and err.count("\n") == 1
-    assert (out / command.RECORD).read_bytes() == before  # the first profile's plan is kept
+    assert (out / records.RECORD).read_bytes() == before  # the first profile's plan is kept
 
 
 # -- 6: temporary files are created exclusively, never through a planted link ----------------------------------
@@ -144,11 +145,11 @@ def test_a_planted_tmp_link_never_redirects_the_profile_record(tmp_path):
     target.write_text("precious")
     out = tmp_path / "p"
     out.mkdir()
-    for name in (f".{command.RECORD}.tmp", f".{command.RECORD}.{os.getpid()}.tmp"):
+    for name in (f".{records.RECORD}.tmp", f".{records.RECORD}.{os.getpid()}.tmp"):
         (out / name).symlink_to(target)
-    command._write(out, {"models": {}})
+    records.write(out, {"models": {}})
     assert target.read_text() == "precious"
-    assert json.loads((out / command.RECORD).read_text()) == {"models": {}}
+    assert json.loads((out / records.RECORD).read_text()) == {"models": {}}
 
 
 def test_a_planted_tmp_link_never_redirects_atomic_writes(tmp_path):
@@ -454,7 +455,7 @@ def test_a_records_notes_print_without_terminal_escapes(capsys):
     state = _record(notes=[f"note {ESCAPES}"])["models"][MODEL]
     state["notes"], state["adjustments"] = [f"model {ESCAPES}"], [f"adjusted {ESCAPES}"]
     state["skipped"], state["left_out"] = {"rope-dims": ESCAPES}, {"ruler": ESCAPES}
-    command._print_plan(MODEL, state, 60.0)
+    planning.print_plan(MODEL, state, 60.0)
     printed = capsys.readouterr().out
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed.replace("\n", ""))
     assert printed.count("\\x1b[2J\\x1b]0;pwned\\x07\\r\\u202eevil") == 5  # each shown, escaped
@@ -486,7 +487,7 @@ def test_a_planted_superseded_link_moves_nothing_out_of_the_profile(tmp_path):
     where = out / "zoo-random-llama"
     (where / "niah-depth").mkdir(parents=True)
     (where / "niah-depth" / "config.yaml").write_text("experiment: niah-depth\n")
-    (where / command.SUPERSEDED).symlink_to(elsewhere, target_is_directory=True)
+    (where / resume.SUPERSEDED).symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(CtxlensError, match="is a symbolic link"):
         _profile(out, record, Runner(), redo=("niah-depth",))
     assert (where / "niah-depth" / "config.yaml").is_file() and list(elsewhere.iterdir()) == []

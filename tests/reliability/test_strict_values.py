@@ -11,7 +11,7 @@ import pytest
 from ctxlens.cli import main
 from ctxlens.core.errors import CtxlensError
 from ctxlens.experiments import experiments, make_config
-from ctxlens.runner.execute import ModelOptions, parse_model_options
+from ctxlens.runner.model_options import ModelOptions, parse_model_options
 from tests.reliability.test_safety import evil_model
 
 BOOL_MODEL_OPTIONS = [f.name for f in dataclasses.fields(ModelOptions) if "bool" in str(f.type)]

@@ -5,9 +5,11 @@
 Each experiment runs with the small options its declaration gives (``Experiment.smoke``)
 through the ordinary runner (``ctxlens.runner.execute.run``) on two tiny random-weight llamas,
 ``zoo:random-llama`` and a second one built here with another seed and renamed ``other-llama``
-in the stored rows (so the fixtures hold no temporary paths); an experiment that trains its own
-models runs on its ``smoke.fixture_model``. The numbers mean nothing about long context; they
-only have the columns and shapes real runs have.
+in the stored rows and config (so the fixtures hold no temporary paths); an experiment that trains
+its own models runs on its ``smoke.fixture_model``. The numbers mean nothing about long context; they
+only have the columns and shapes real runs have. ``tests/report/test_fixture_columns.py`` checks each
+fixture against its experiment's declaration (every declared column present, every value in range)
+and its smoke options, so a changed writer or declaration shows there until the fixture is made again.
 Output: ``tests/report/data/NAME/`` (config.yaml, env.json, results.jsonl, units.jsonl).
 """
 
@@ -48,6 +50,16 @@ def other_llama(path: Path) -> None:
     tok.save_pretrained(path)
 
 
+def renamed(value, old: str, new: str):
+    """``value`` with ``old`` replaced by ``new`` wherever it is a string or a key (the config's models,
+    fingerprints, model_info, resolved options)."""
+    if isinstance(value, dict):
+        return {renamed(k, old, new): renamed(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [renamed(v, old, new) for v in value]
+    return new if value == old else value
+
+
 def rename(run_dir: Path, out: Path, old: str, new: str) -> None:
     """Copy a run directory, replacing model ``old`` by ``new`` in rows, unit keys and config."""
     import yaml
@@ -59,9 +71,7 @@ def rename(run_dir: Path, out: Path, old: str, new: str) -> None:
     if out.exists():
         shutil.rmtree(out)
     store = RunStore(out)
-    config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    config["models"] = [new if m == old else m for m in config["models"]]
-    store.write_config(config)
+    store.write_config(renamed(yaml.safe_load((run_dir / "config.yaml").read_text()), old, new))
     env = json.loads((run_dir / "env.json").read_text())
     env["argv"] = ["ctxlens", "(fixture)"]
     store.write_env(env)
@@ -121,6 +131,7 @@ def main(names: list[str]) -> None:
                 make_own(name)
             else:
                 make(name, tmp, other)
+            (HERE / name / ".ctxlens-lock").unlink(missing_ok=True)  # the writer's process id: not data
 
 
 if __name__ == "__main__":

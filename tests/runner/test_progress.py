@@ -163,7 +163,7 @@ def test_a_forward_counts_its_tokens_layer_by_layer():
     import torch
 
     from ctxlens.lm.loading import load
-    from ctxlens.runner.execute import count_tokens
+    from ctxlens.runner.meter import count_tokens
 
     lm = load("zoo:random-llama")
     meter, seen = progress.Meter("unit", None, lambda line: None), []

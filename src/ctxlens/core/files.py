@@ -67,6 +67,44 @@ def open_input(path: Path | str, what: str = "Input file"):
     return os.fdopen(fd, "rb")
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def check_size(f, path: Path | str, limit: int, what: str, fix: str) -> int:
+    """The size of the open file ``f`` (``fstat`` on its descriptor: the file that will be read, not
+    whatever the path names by then), after refusing one larger than ``limit`` bytes in one sentence:
+    ``what`` and ``path``, the size, the limit and ``fix``."""
+    size = os.fstat(f.fileno()).st_size
+    if size > limit:
+        raise CtxlensError(f"{what} '{path}' is {size:,} bytes, more than the {_mib(limit)} ctxlens reads; {fix}.")
+    return size
+
+
+def read_input(path: Path | str, limit: int, what: str = "Input file", fix: str = "pass a smaller file") -> bytes:
+    """A user's input file's bytes (``open_input``: links followed, FIFOs and devices refused), its size
+    checked on the open descriptor against ``limit`` before anything is read (``check_size``), and at
+    most ``limit`` bytes read even if it grows meanwhile."""
+    with open_input(path, what) as f:
+        check_size(f, path, limit, what, fix)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CtxlensError(f"{what} '{path}' grew past the {_mib(limit)} ctxlens reads while it was read; {fix}.")
+    return data
+
+
+def check_input_size(path: Path | str, limit: int, what: str = "Input file", fix: str = "pass a smaller file") -> None:
+    """For a file another library reads whole (transformers' tokenizer and config files): refuse it, when
+    it exists, unless it is a regular file of at most ``limit`` bytes (checked on an open descriptor)."""
+    try:
+        with open_input(path, what) as f:
+            check_size(f, path, limit, what, fix)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise user_error(err, path, "read") or err from None
+
+
 def regular_input(path: Path | str, what: str = "Input file") -> None:
     """Raise the sentence of ``open_input`` unless ``path`` is a regular file (stat only: for readers
     that open the file themselves, such as pyarrow)."""
@@ -75,18 +113,26 @@ def regular_input(path: Path | str, what: str = "Input file") -> None:
         raise CtxlensError(f"{what} '{path}' is not a regular file (a FIFO, device or socket); pass a file.")
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, b'' when it is missing; refuses links and special files."""
+def read_bytes(path: Path, limit: int | None = None, what: str = "File") -> bytes:
+    """The file's bytes, b'' when it is missing; refuses links and special files. With ``limit``, a
+    file larger than that is refused (``check_size``, on the open descriptor) before it is read."""
     try:
         fd = _open(path, os.O_RDONLY)
     except FileNotFoundError:
         return b""
     with os.fdopen(fd, "rb") as f:
-        return f.read()
+        if limit is None:
+            return f.read()
+        fix = "check that it is the file ctxlens wrote, or remove it"
+        check_size(f, path, limit, what, fix)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CtxlensError(f"{what} '{path}' grew past the {_mib(limit)} ctxlens reads while it was read; {fix}.")
+    return data
 
 
-def read_text(path: Path) -> str:
-    return read_bytes(path).decode("utf-8")
+def read_text(path: Path, limit: int | None = None, what: str = "File") -> str:
+    return read_bytes(path, limit, what).decode("utf-8")
 
 
 def append(path: Path, data: bytes, start: int | None = None) -> int:

@@ -36,10 +36,18 @@ def at_least(low: float) -> Check:
     return Check(f"at least {low:g}", lambda v: low <= v < math.inf)
 
 
+def _number(x: float) -> str:
+    """A bound as one reads it: a whole number whole, with thousands separators from 10,000 (1024, 100,000,
+    4,194,304: not 4.1943e+06)."""
+    if not float(x).is_integer() or abs(x) >= 1e18:
+        return f"{x:g}"
+    return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
+
+
 def between(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Check:
     """A number in [low, high]; ``open_low`` / ``open_high`` leave that end out: (low, high]."""
     left, right = "(" if open_low else "[", ")" if open_high else "]"
-    return Check(f"in {left}{low:g}, {high:g}{right}",
+    return Check(f"in {left}{_number(low)}, {_number(high)}{right}",
                  lambda v: (low < v if open_low else low <= v) and (v < high if open_high else v <= high))
 
 
@@ -57,7 +65,10 @@ Fraction = Annotated[float, between(0, 1)]  # a fraction in [0, 1]
 PositiveFraction = Annotated[float, between(0, 1, open_low=True)]  # in (0, 1]
 Percent = Annotated[float, between(0, 100)]  # a percentage in [0, 100]
 MAX_COUNT = 100_000  # samples, draws: a plan of more units would not fit in memory before any work
-Count = Annotated[int, between(1, MAX_COUNT)]  # how many samples / draws / windows
+Count = Annotated[int, between(1, MAX_COUNT)]  # how many samples / draws / windows / bins
+MAX_TOKENS = 1 << 22  # tokens of one part of a sequence (a period, a stride): beyond any model's context
+Tokens = Annotated[int, between(1, MAX_TOKENS)]  # a span of tokens that is built in memory
+NonNegativeTokens = Annotated[int, between(0, MAX_TOKENS)]
 
 
 def _coerce(name: str, value, typ):

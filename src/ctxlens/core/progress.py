@@ -1,6 +1,6 @@
 """Feedback inside a long unit of work: a token meter and a per-sample checkpoint, both optional.
 
-The runner (``ctxlens.runner.execute``) opens one ``Meter`` per unit and counts the tokens every
+The runner (``ctxlens.runner.meter``) opens one ``Meter`` per unit and counts the tokens every
 model forward runs (hooks on the input embedding and on each decoder layer, so every experiment
 that runs the model is covered without code of its own, and a long prefill moves layer by
 layer). While a unit runs longer than ``QUIET`` seconds, the meter writes a line every ``EVERY``

@@ -328,7 +328,7 @@ def binary_difference_model(p_first: float, p_second: float, k_cells: int = 1, c
 def paired_binary_model(diff: float, discordance: float) -> Sampler:
     """Items in {-1, 0, 1}: one binary cell per item at two conditions (the first minus the second),
     discordant with probability ``discordance``, +1 with probability (discordance + diff) / 2 and
-    -1 with (discordance - diff) / 2: the parametrisation of ``core.stats.mcnemar_power``, so the
+    -1 with (discordance - diff) / 2: the parametrisation of ``core.mcnemar.mcnemar_power``, so the
     fixed-n exact McNemar test and this one can be planned on the same alternative."""
     if not (0.0 <= discordance <= 1.0 and abs(diff) <= discordance):
         raise ValueError(f"need |diff| <= discordance <= 1, got diff {diff} and discordance {discordance}.")

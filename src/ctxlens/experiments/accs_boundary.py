@@ -22,7 +22,7 @@ from typing import Annotated
 from ctxlens.core.options import Fraction, Layers, NonEmpty, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import ACCS, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.columns import ACCS, ACCS_SAMPLES, LENGTH, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 
@@ -66,7 +66,7 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # the demo's; b_min, 0.5 and 1.0 are what the plateau criterion reads
 
-COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS)
+COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS, ACCS_SAMPLES)
 
 
 register(Experiment(

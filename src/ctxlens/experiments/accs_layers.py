@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ctxlens.core.options import Fraction, Layers, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import ACCS, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.columns import ACCS, ACCS_SAMPLES, LAYER_TYPE, LENGTH, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 
@@ -64,7 +64,7 @@ def work(config: Config, unit: Unit) -> list[Work]:
     return [Work(2 * config.n_sequences, unit["length"])]
 
 
-COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS)
+COLUMNS = declare(LENGTH, SEED, WINDOWS, ACCS, ACCS_SAMPLES, LAYER_TYPE)
 
 
 register(Experiment(

@@ -27,11 +27,11 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Layers, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Layers, NonNegativeTokens, PositiveInt, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
-from ctxlens.experiments.columns import ACCS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare
+from ctxlens.experiments.columns import ACCS, COMPRESSION_RATE, LENGTH, SEED, declare, pick
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import compression_rate, token_bytes
@@ -42,8 +42,8 @@ from ctxlens.probes.windows import bos_id
 class Config(sx.LengthOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512, 1024, 2048, 4096],
                                         help="sequence lengths (prefix + suffix), in tokens")
-    period_len: PositiveInt = option(200, "L: tokens of the repeated string (the paper: 200)")
-    stride: NonNegativeInt = option(56, "k: random tokens between copies of the string (the paper: 56)")
+    period_len: Tokens = option(200, "L: tokens of the repeated string (the paper: 200)")
+    stride: NonNegativeTokens = option(56, "k: random tokens between copies of the string (the paper: 56)")
     layers: Layers = option(factory=lambda: [-1],
                             help="layers measured, negative from the end; unset (null): every layer")
 
@@ -96,7 +96,7 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 COLUMNS = declare(
-    LENGTH, SEED, WINDOWS, ACCS, COMPRESSION_RATE,
+    LENGTH, SEED, pick("source", "prefix_len", "suffix_len", "n_sequences", "flag"), ACCS, COMPRESSION_RATE,
     Column("period_len", int, "tokens", "length of the repeated period"),
     Column("stride", int, "tokens", "offset between consecutive periods' starts"),
 )

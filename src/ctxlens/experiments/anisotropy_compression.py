@@ -128,10 +128,11 @@ def _row(coords: dict, stream: str, layer: int, acc: sx.Guarded, config: Config)
 COLUMNS = declare(
     LENGTH, SEED, WINDOWS, BOS, pick("positions", "window", "stream", "layer", "n", "anisotropy", "mean_dot"),
     COMPRESSION_RATE,
-    Column("perturbation", str, "", "how the prefix was made more or less compressible ('local-shuffle', 'none')"),
+    Column("perturbation", str, "", "how the prefix was made more or less compressible ('local-shuffle', 'none')",
+           choices=("local-shuffle", "none")),
     Column("effective_window", int, "tokens", "the shuffle window actually used (the prefix length for 0)"),
-    Column("bin", int, "", "compression-rate bin of the unperturbed windows"),
-    Column("n_bins", int, "", "number of compression-rate bins"),
+    Column("bin", int, "index", "compression-rate bin of the unperturbed windows"),
+    Column("n_bins", int, "count", "number of compression-rate bins"),
     Column("rate_low", float, "bits/token", "lowest compression rate in the bin"),
     Column("rate_high", float, "bits/token", "highest compression rate in the bin"),
 )

@@ -16,8 +16,9 @@ An experiment is one module with a ``Config`` dataclass, two functions and one d
   time estimate the runner prints before a run (without it: ``length`` x the config's sample
   count when the unit has a length);
 - ``register(Experiment(...))`` at the bottom: everything else about it (the paper and section
-  it implements, the columns of its rows with their types, units and meanings (``columns=``,
-  ``ctxlens.core.columns``: the runner checks every row against them), the analyses it needs,
+  it implements, the columns of its rows with their types, units, meanings, ranges and allowed
+  values (``columns=``, ``ctxlens.core.columns``: the runner checks every row against them; the
+  readers read them through ``ctxlens.core.declared_names``), the analyses it needs,
   the small option set every test harness runs, the demo's
   steps). The demo suite, the report fixtures, the memory-growth and bad-input tests, the
   README's experiments table and ``ctxlens run NAME --help`` are all read from these

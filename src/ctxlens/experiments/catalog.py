@@ -1,5 +1,6 @@
 """What the registry says about the experiments, for people: ``ctxlens experiments [--markdown]``
-and ``ctxlens run EXPERIMENT --help``.
+and ``ctxlens run EXPERIMENT --help``; and, for the torch-free row readers, the columns each
+experiment declares (``ctxlens.core.declared_names``, written by ``python -m ctxlens.experiments.catalog``).
 
 Everything here is read from the declarations (``ctxlens.experiments.base.Experiment``) and their
 ``Config`` dataclasses (help text from ``ctxlens.core.options.option``), so the README's table,
@@ -9,13 +10,15 @@ the command line's list and the option help agree with the code by construction.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import types
 import typing
+from pathlib import Path
 
 from ctxlens.core.options import option_help
 from ctxlens.core.papers import PAPERS, cite
 from ctxlens.experiments.base import Experiment
-from ctxlens.experiments.registry import by_paper
+from ctxlens.experiments.registry import by_paper, experiments
 
 MARK_BEGIN = "<!-- begin: ctxlens experiments --markdown -->"
 MARK_END = "<!-- end: ctxlens experiments --markdown -->"
@@ -84,3 +87,40 @@ def markdown() -> str:
     for e in declared:
         lines.append(f"| `{e.name}` | {e.doc} | {f'`{e.paper}`' if e.paper else '-'} | {e.section} |")
     return "\n".join([*lines, "", MARK_END])
+
+
+# ------------------------------------------------------------------- the declared names, generated
+NAMES_FILE = Path(__file__).resolve().parents[1] / "core" / "declared_names.py"
+NAMES_DOC = '''"""The columns each experiment's rows may carry, for the row readers (generated: do not edit).
+
+Written by ``python -m ctxlens.experiments.catalog`` from the experiments' declarations
+(``Experiment.declared``: the runner's columns and the experiment's own); the experiments import
+torch, the readers (``ctxlens.row_access``, findings, report) must not, so they read this copy.
+``tests/experiments/test_declared_names.py`` fails when it differs from the declarations.
+"""
+'''
+
+
+def names_source() -> str:
+    """The text of ``ctxlens/core/declared_names.py`` for the registered experiments."""
+    lines = [NAMES_DOC, "NAMES: dict[str, frozenset[str]] = {"]
+    for name, exp in sorted(experiments().items()):
+        quoted = " ".join(f'"{c}",' for c in sorted(exp.declared))
+        lines.append(f'    "{name}": frozenset({{')
+        lines += textwrap.wrap(quoted, 112, initial_indent=" " * 8, subsequent_indent=" " * 8,
+                               break_on_hyphens=False, break_long_words=False)
+        lines.append("    }),")
+    return "\n".join([*lines, "}", ""])
+
+
+def write_names(path: Path = NAMES_FILE) -> bool:
+    """Write ``names_source()`` to ``path``; whether it changed."""
+    text = names_source()
+    if path.exists() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    return True
+
+
+if __name__ == "__main__":
+    print(f"{NAMES_FILE}: {'written' if write_names() else 'unchanged'}")

@@ -33,7 +33,7 @@ from ctxlens.core.columns import Column
 from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
-from ctxlens.experiments.columns import BOS, CONDITION, LENGTH, SEED, WINDOWS, declare, pick
+from ctxlens.experiments.columns import BOS, CONDITION, LENGTH, SEED, WINDOWS, declare, narrow, pick
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
@@ -128,14 +128,16 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 COLUMNS = declare(
-    CONDITION, LENGTH, SEED, WINDOWS, BOS, pick("anisotropy"),
-    Column("uniform_nll", float, "nats", "-log p of a uniform distribution over the vocabulary (reference curve)"),
+    narrow(CONDITION, condition=CONDITIONS), LENGTH, SEED, WINDOWS, BOS, pick("anisotropy"),
+    Column("uniform_nll", float, "nats", "-log p of a uniform distribution over the vocabulary (reference curve)",
+           low=0.0),
     Column("rank_low", int, "rank", "first frequency rank of the bin (1 = most frequent entry)"),
     Column("rank_high", int, "rank", "last frequency rank of the bin"),
-    Column("token", int, "", "the bin's token id when the bin holds one entry", optional=True),
-    Column("count", int, "", "occurrences of the bin's entries in the source"),
-    Column("nll", float, "nats", "mean -log p the model gives the bin's entries"),
-    Column("unigram_nll", float, "nats", "-log p of the bin's entries under the source's unigram distribution"),
+    Column("token", int, "index", "the bin's token id when the bin holds one entry", optional=True),
+    Column("count", int, "count", "occurrences of the bin's entries in the source"),
+    Column("nll", float, "nats", "mean -log p the model gives the bin's entries", low=0.0),
+    Column("unigram_nll", float, "nats", "-log p of the bin's entries under the source's unigram distribution",
+           low=0.0),
 )
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Count, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
+from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare, narrow
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, curve_rows, query_key_pairs
@@ -32,7 +32,7 @@ from ctxlens.probes.positional_heads import distance_sums
 
 @dataclass
 class Config(common.DominantOptions):
-    n_bins: PositiveInt = option(32, "relative-distance bins of the curve rows")
+    n_bins: Count = option(32, "relative-distance bins of the curve rows")
 
 
 def plan(config: Config) -> list[Unit]:
@@ -53,8 +53,8 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 
 COLUMNS = declare(
-    ROPE_UNIT, KIND, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
-    Column("top_k", int, "", "frequency pairs taken as a query-key pair's top contributors"),
+    ROPE_UNIT, narrow(KIND, kind=("correlation", "curve")), ROPE_LAYER, CORRELATION, DISTANCE_BINS,
+    Column("top_k", int, "count", "frequency pairs taken as a query-key pair's top contributors"),
 )
 
 

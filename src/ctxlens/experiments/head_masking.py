@@ -11,9 +11,9 @@ Measures per (transform, condition, length): passkey retrieval, one row per pass
 its index; score 1 or 0, greedy; a minimal built-in probe, ``ctxlens.probes.passkey``; a passkey
 one teacher-forced forward over prompt + answer proves retrieved, under the unit's masks, is not
 decoded: ``scored_by``, and the answer's log-probability ``gold_logprob``), the same
-passkeys under every condition, so conditions compare paired; and perplexity of ``n_samples``
-windows of ``source``. The card's test (``ctxlens.findings.positional.masking_test``) needs at least
-19 random draws per fraction (a randomization p >= 1 / (draws + 1)) and 30 passkeys.
+passkeys under every condition, so conditions compare paired; and the perplexity (``ppl``, with its
+``nll``) of ``n_samples`` windows of ``source``. The card's test (``ctxlens.findings.masking.masking_test``)
+needs at least 19 random draws per fraction (a randomization p >= 1 / (draws + 1)) and 30 passkeys.
 
 The top heads are ranked by ``positional-heads``' own code (``ctxlens.probes.positional_heads``)
 from a detection pass of this experiment at ``detect_length`` over ``detect_samples`` inputs of
@@ -40,7 +40,7 @@ from ctxlens.core.columns import Column
 from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N, declare
+from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N, declare, narrow, pick
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.probes import passkey
 from ctxlens.probes import rope as common
@@ -69,12 +69,12 @@ class Config(common.HeadOptions):
                                                     "ruler on any other")
     depths: Annotated[list[Fraction], NonEmpty] = option(
         factory=lambda: [0.1, 0.5, 0.9], help="passkey depths: fraction of the prompt before the needle")
-    n_passkey: PositiveInt = option(10, "passkey probes per depth and length (the card's test wants >= 30 in all)")
+    n_passkey: Count = option(10, "passkey probes per depth and length (the card's test wants >= 30 in all)")
     n_draws: Count = option(19, "random-head draws per fraction (the control; the card's randomization test "
                                 "needs >= 19, 99 where the budget allows)")
     detect_length: PositiveInt | None = option(None, "length, in tokens, at which Positional Heads are detected; "
                                                      "unset: the training length")
-    detect_samples: PositiveInt = option(4, "inputs of the head detection")
+    detect_samples: Count = option(4, "inputs of the head detection")
 
 
 def conditions(config: Config) -> list[dict]:
@@ -140,7 +140,7 @@ def _perplexity_row(lm, config: Config, length: int, cache: Cache) -> Row:
     ids = common.windows(lm, config, length, cache)  # [n_samples, length]
     nll = window_nll(lm, ids)  # [n_samples * (length - 1)]
     mean = float(nll.mean())
-    return {"task": "perplexity", "score": math.exp(mean) if math.isfinite(mean) else None, "nll": mean,
+    return {"task": "perplexity", "ppl": math.exp(mean) if math.isfinite(mean) else None, "nll": mean,
             "n": len(ids), "n_tokens": length}
 
 
@@ -195,23 +195,27 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 
 COLUMNS = declare(
-    ROPE_UNIT, CONDITION, FRACTION, N, FLAG,
-    Column("draw", int, "", "random-head draw (0 for the top Positional Heads)"),
-    Column("task", str, "", "'passkey' retrieval rows or 'ppl' loss rows"),
-    Column("depth", float, "fraction", "relative depth of the passkey in the prompt"),
-    Column("probe", int, "", "index of the passkey prompt"),
-    Column("score", float, "fraction", "1 when the passkey was retrieved, else 0", optional=True),
+    ROPE_UNIT, narrow(CONDITION, condition=("none", "top", "random")), FRACTION, N, FLAG,
+    Column("draw", int, "index", "random-head draw (0 for the top Positional Heads)"),
+    Column("task", str, "", "'passkey' retrieval rows or 'perplexity' loss rows", choices=TASKS),
+    Column("depth", float, "fraction", "passkey rows: relative depth of the passkey in the prompt"),
+    Column("probe", int, "index", "passkey rows: index of the passkey prompt"),
+    Column("score", float, "fraction", "passkey rows: 1 when the passkey was retrieved, else 0 (None: a length the "
+                                       "passkey prompt does not fit)", optional=True),
+    pick("ppl"),  # perplexity rows: exp(nll) (rows written before 2026-11-28 hold it in score: ctxlens.row_reader)
     Column("n_tokens", int, "tokens", "tokens of the prompt or window"),
-    Column("passkey_style", str, "", "how the passkey haystack is made ('corpus', ...)"),
+    Column("passkey_style", str, "", "passkey rows: how the passkey haystack is made", choices=passkey.STYLES),
     Column("scored_by", str, "", "passkey rows: 'forced' (retrieved as proven by one teacher-forced forward over "
-                                 "prompt + answer, not decoded) or 'decoded'", optional=True),
+                                 "prompt + answer, not decoded) or 'decoded'", optional=True,
+           choices=("forced", "decoded")),
     Column("gold_logprob", float, "nats", "passkey rows: the answer tokens' summed log-probability given the "
-                                          "prompt (None: not measured)", optional=True),
+                                          "prompt (None: not measured)", optional=True, high=0.0),
     Column("gold_tokens", int, "tokens", "passkey rows: the answer's tokens scored by the forced forward",
            optional=True),
-    Column("n_masked", int, "", "heads masked"),
+    Column("n_masked", int, "count", "heads masked"),
     Column("heads", list, "", "the masked heads as [[layer, head], ...]"),
-    Column("nll", float, "nats", "mean next-token loss of the window with the heads masked"),
+    Column("nll", float, "nats", "perplexity rows: mean next-token loss of the windows with the heads masked",
+           low=0.0),
 )
 
 

@@ -47,10 +47,10 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import MAX_COUNT, PositiveFraction, PositiveInt, between, option
+from ctxlens.core.options import MAX_COUNT, Count, PositiveFraction, PositiveInt, between, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import FITS, declare, pick
+from ctxlens.experiments.columns import FITS, declare, narrow, pick
 from ctxlens.experiments.registry import T, register
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import (
@@ -83,7 +83,7 @@ class Config(LengthSweepOptions):
         factory=lambda: [0.002, 0.01, 0.05, 0.25],
         help="intrinsic-dimension thresholds on relative eigenvalues (Appendix J.2's range)")
     kde: bool = option(True, "also the Gaussian-KDE entropy of the features (Appendix C.2)")
-    kde_samples: PositiveInt = option(2048, "features kept for the KDE (the spectrum uses every window)")
+    kde_samples: Count = option(2048, "features kept for the KDE (the spectrum uses every window)")
     kde_components: int | None = option(None, "principal components the KDE uses; unset: every component with "
                                                "relative eigenvalue >= 1e-8")
     eigen_rows: int = option(4096, "relative-eigenvalue rows written per length")
@@ -283,19 +283,24 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 
 COLUMNS = declare(
-    FITS, pick("source", "length", "layer", "bos"),
+    narrow(FITS, stage=("measure", "fit", "bootstrap", "permutation"), fit=("linear",),
+           quantity=("ce", "intrinsic_entropy", "intrinsic_dimension", "kde_entropy", "relative_eigenvalue",
+                     "eigenvalue", "slope", "intercept", "r2", "pearson_r")),
+    pick("source", "length", "layer", "bos"),
     Column("after_final_norm", bool, "", "whether the features are read after the final norm"),
-    Column("n_samples", int, "", "windows whose last-token features make the covariance"),
-    Column("dim", int, "", "feature dimension", optional=True),
+    Column("n_samples", int, "count", "windows whose last-token features make the covariance"),
+    Column("dim", int, "count", "feature dimension", optional=True),
     Column("underpowered", bool, "", "fewer samples than the feature dimension: the spectrum's tail is unreliable"),
-    Column("n_eig", int, "", "eigenvalues summed in the intrinsic entropy S_n"),
-    Column("n_components", int, "", "mixture components of the KDE"),
-    Column("bandwidth", float, "", "bandwidth of the KDE"),
-    Column("n_kde", int, "", "samples of the KDE entropy"),
-    Column("x", str, "", "the quantity CE is fitted against"),
-    Column("replicate", int, "", "bootstrap replicate over windows"),
-    Column("n_windows", int, "", "windows of the bootstrap"),
-    Column("norm", str, "", "how the eigenvalues are normalised before S_n ('max', ...)"),
+    Column("n_eig", int, "count", "eigenvalues summed in the intrinsic entropy S_n"),
+    Column("n_components", int, "count", "mixture components of the KDE", when="--kde on (the default)"),
+    Column("bandwidth", float, "", "bandwidth of the KDE", low=0.0, when="--kde on (the default)"),
+    Column("n_kde", int, "count", "samples of the KDE entropy", when="--kde on (the default)"),
+    Column("x", str, "", "the quantity CE is fitted against",
+           choices=("intrinsic_entropy", "intrinsic_dimension", "kde_entropy")),
+    Column("replicate", int, "index", "bootstrap replicate over windows", when="--n-boot above 0 (the default)"),
+    Column("n_windows", int, "count", "windows of the bootstrap", when="--n-boot above 0 (the default)"),
+    Column("norm", str, "", "how the eigenvalues are normalised before S_n: by the largest ('max') or by their sum "
+                            "('trace')", choices=("max", "trace"), when="--n-boot above 0 (the default)"),
 )
 
 
@@ -304,7 +309,7 @@ register(Experiment(
     work=work,
     paper="intrinsic-entropy", section="Sections 2.2, 4; Figures 1, 3, 10, 13, 15",
     smoke=Smoke({"lengths": [4, 8, 16], "n_samples": 48, "entropy_n": [2, 4], "thresholds": [0.01, 0.1],
-                 "kde_samples": 48, "eigen_rows": 24},
+                 "kde_samples": 48, "eigen_rows": 24, "n_boot": 20},
                 at_length=lambda L: {"source": "random", "lengths": [L // 2, L], "n_samples": 4, "entropy_n": [2],
                                      "thresholds": [0.05], "kde_samples": 4}),
     demo=(DemoStep("zoo", {"source": "builtin:test", "lengths": [16, 32, 64, 128, 256, T], "n_samples": 96,

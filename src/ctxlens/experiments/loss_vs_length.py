@@ -52,7 +52,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import declare, pick
+from ctxlens.experiments.columns import declare, narrow, pick
 from ctxlens.experiments.registry import T, register
 from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
@@ -67,7 +67,7 @@ class Config(LengthSweepOptions):
                                         help="visible context lengths l, in tokens (each once)")
     n_samples: Count = option(8, "windows, each scored at every length")
     n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
-    n_boot: PositiveInt = option(400, "bootstrap refits of the power law over samples (whole windows resampled)")
+    n_boot: Count = option(400, "bootstrap refits of the power law over samples (whole windows resampled)")
     scoring: Scoring = option("targets", "targets: the same targets at every length, a fresh window per target "
                                          "and length (the paper's masking); positions: one forward per window, "
                                          "length l read at the targets l tokens into it")
@@ -217,13 +217,18 @@ def positions_rows(lm, config: Config) -> list[Row]:
 
 
 COLUMNS = declare(
-    pick("stage", "quantity", "value", "stderr", "fit", "n_points", "flag", "source", "length", "sample", "bos"),
+    narrow(pick("stage", "quantity", "value", "stderr", "fit", "n_points", "flag", "source", "length", "sample", "bos"),
+           stage=("measure", "fit"), fit=("power_law",),
+           quantity=("C0", "C", "gamma", "r2", "corr(C0, C)", "corr(C0, gamma)", "corr(C, gamma)")),
     Column("n_scored", int, "tokens", "target tokens scored per window"),
-    Column("visible_min", int, "tokens", "scoring='positions': the fewest tokens a target of the band saw"),
-    Column("scoring", str, "", "'positions': every length read from one forward per window (a unit coordinate)"),
-    Column("ce", float, "nats", "mean next-token cross-entropy of the window's targets with length tokens visible"),
-    Column("n_docs", int, "", "windows the fit's bootstrap resamples"),
-    Column("n_boot", int, "", "bootstrap replicates of the fit"),
+    Column("visible_min", int, "tokens", "scoring='positions': the fewest tokens a target of the band saw",
+           when="--scoring positions"),
+    Column("scoring", str, "", "'positions': every length read from one forward per window (a unit coordinate)",
+           choices=typing.get_args(Scoring), when="--scoring positions"),
+    Column("ce", float, "nats", "mean next-token cross-entropy of the window's targets with length tokens visible",
+           low=0.0),
+    Column("n_docs", int, "count", "windows the fit's bootstrap resamples"),
+    Column("n_boot", int, "count", "bootstrap replicates of the fit"),
     Column("weighted", bool, "", "whether the fit weights lengths by their standard errors"),
     Column("c0_min", float, "nats", "lower bound of C0 in the fit"),
     Column("c0_at_bound", float, "fraction", "share of bootstrap fits with C0 at its bound"),

@@ -74,7 +74,8 @@ def work(config: Config, unit: Unit) -> list[Work]:
                  decoded=decode_share(config))]
 
 
-COLUMNS = declare(TASK_ROWS, Column("depth", float, "fraction", "relative depth of the needle asked for"))
+COLUMNS = declare(TASK_ROWS, Column("depth", float, "percent",
+                                    "depth of the needle asked for, in percent of the haystack (0: start, 100: end)"))
 
 
 register(Experiment(

@@ -57,11 +57,12 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 
 COLUMNS = declare(
-    TASK_ROWS,
-    Column("depth", float, "fraction", "relative depth of the needle asked for"),
-    Column("haystack", str, "", "haystack type ('essay', 'noise', ...)"),
-    Column("key", str, "", "needle key type ('words', ...)"),
-    Column("value", str, "", "needle value type ('numbers', ...)"),
+    tuple(c for c in TASK_ROWS if c.name != "task"),  # one task, niah_single_2: its rows do not name it
+    Column("depth", float, "percent", "depth of the needle asked for, in percent of the haystack (0: start, 100: end)"),
+    Column("haystack", str, "", "haystack type: essay (prose), repeat (RULER's noise) or needle (distractors)",
+           choices=typing.get_args(Haystack)),
+    Column("key", str, "", "needle key type", choices=typing.get_args(Kind)),
+    Column("value", str, "", "needle value type", choices=typing.get_args(Kind)),
 )
 
 

@@ -223,14 +223,14 @@ def optimal_lengths(rows: list[Row]) -> list[dict]:
 
 COLUMNS = declare(
     SEED, FLAG,
-    Column("n_train", int, "", "training-set size D"),
+    Column("n_train", int, "count", "training-set size D"),
     Column("ctl", int, "bits", "context length l: visible bits"),
-    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length"),
-    Column("best_val_loss", float, "nats", "lowest validation loss during training"),
-    Column("best_epoch", int, "", "epoch of the lowest validation loss", optional=True),
-    Column("best_step", int, "", "step of the lowest validation loss", optional=True),
-    Column("epochs", float, "", "epochs trained"),
-    Column("steps", int, "", "optimiser steps taken"),
+    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length", low=0.0),
+    Column("best_val_loss", float, "nats", "lowest validation loss during training", low=0.0),
+    Column("best_epoch", int, "count", "epoch of the lowest validation loss", optional=True),
+    Column("best_step", int, "count", "step of the lowest validation loss", optional=True),
+    Column("epochs", float, "", "epochs trained", low=0.0),
+    Column("steps", int, "count", "optimiser steps taken"),
     Column("stopped_early", bool, "", "whether early stopping ended training"),
     Column("seconds", float, "s", "training time"),
 )

@@ -49,7 +49,7 @@ from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, b
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
-from ctxlens.experiments.columns import FITS, declare, pick
+from ctxlens.experiments.columns import FITS, declare, narrow, pick
 from ctxlens.experiments.registry import register
 from ctxlens.metrics.fits import fit_linear
 from ctxlens.metrics.spectrum import eigen_spectrum, intrinsic_dimension
@@ -214,8 +214,11 @@ def _fit_rows(config: Config, per_length: list[dict]) -> list[Row]:
 
 
 COLUMNS = declare(
-    FITS, pick("length"),
-    Column("n_tasks", int, "", "subtasks of the sparse-parity data"),
+    narrow(FITS, stage=("measure", "fit"), fit=("linear",),
+           quantity=("visible_tasks", "intrinsic_dimension", "ce", "bayes_risk", "relative_eigenvalue", "slope",
+                     "intercept", "r2", "pearson_r", "slope_x_tasks")),
+    pick("length"),
+    Column("n_tasks", int, "count", "subtasks of the sparse-parity data"),
     Column("paper", float, "", "the paper's value of the fitted quantity, where it reports one", optional=True),
     Column("bayes", float, "", "the value the Bayes-optimal model gives the fitted quantity"),
 )
@@ -225,7 +228,8 @@ register(Experiment(
     "parity-dimension", Config, plan, run, doc=summary(__doc__), loads_model=False, default_models=("parity-mlp",),
     paper="intrinsic-entropy", section="Appendix J.3, Figures 16-17",
     smoke=Smoke({"n_bits": 8, "first_max_bit": 3, "steps": 1500, "n_eval": 400, "hidden": 32, "feature_dim": 8},
-                unmeasured="trains an MLP on sparse parity; no language model"),
+                unmeasured="trains an MLP on sparse parity; no language model",
+                fixture_model="parity-mlp"),
     demo=(DemoStep("own", {}, {"steps": 1500}),),
     columns=COLUMNS,
 ))

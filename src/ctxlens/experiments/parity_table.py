@@ -107,13 +107,13 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 COLUMNS = declare(
     SEED, N,
     Column("ctl", int, "bits", "context length: visible bits"),
-    Column("loss", float, "nats", "test loss of the trained transformer"),
-    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length"),
+    Column("loss", float, "nats", "test loss of the trained transformer", low=0.0),
+    Column("bayes_risk", float, "nats", "exact Bayes risk at this context length", low=0.0),
     Column("gap", float, "nats", "loss - bayes_risk"),
     Column("paired_gap", float, "nats", "the gap with the task mix's sampling noise removed"),
-    Column("best_step", int, "", "step of the best validation loss"),
-    Column("best_val", float, "nats", "best validation loss"),
-    Column("parameters", int, "", "parameters of the model"),
+    Column("best_step", int, "count", "step of the best validation loss"),
+    Column("best_val", float, "nats", "best validation loss", low=0.0),
+    Column("parameters", int, "count", "parameters of the model"),
 )
 
 

@@ -48,7 +48,7 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 COLUMNS = declare(
     TASK_ROWS, FRACTION,
-    Column("gamma", float, "", "position weighting exponent of the question's documents"),
+    Column("gamma", float, "", "position weighting exponent of the question's documents", low=0.0),
 )
 
 

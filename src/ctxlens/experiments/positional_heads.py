@@ -29,6 +29,7 @@ About twice the cost of the detection alone.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -37,10 +38,10 @@ from ctxlens.core.options import PositiveInt, between, option
 from ctxlens.core.stats import one_sample_t
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
-from ctxlens.experiments.columns import CONDITION, FRACTION, KIND, ROPE_LAYER, ROPE_UNIT, declare, pick
+from ctxlens.experiments.columns import CONDITION, FRACTION, KIND, ROPE_LAYER, ROPE_UNIT, declare, narrow, pick
 from ctxlens.experiments.registry import DEMO_ROPE, T, register
 from ctxlens.probes import rope as common
-from ctxlens.probes.dominant import n_selected, query_key_pairs
+from ctxlens.probes.dominant import RANK_BY, n_selected, query_key_pairs
 from ctxlens.probes.positional_heads import REAL, ROPE_ZEROED, detection
 
 Control = Literal["none", "rope-zeroed"]
@@ -126,18 +127,19 @@ register(Experiment(
     demo=(DemoStep("rope", {**DEMO_ROPE, "lengths": [T], "n_samples": 8, "n_queries": 128},
                    {**DEMO_ROPE, "lengths": [T], "n_samples": 1, "n_queries": 32}),),
     columns=declare(
-        ROPE_UNIT, KIND, ROPE_LAYER, pick("rho", "n_distances", "n_pairs", "p_value"),
-        CONDITION, FRACTION,
-        Column("rank", int, "", "the head's rank by rho (1 = strongest)"),
+        ROPE_UNIT, narrow(KIND, kind=("head", "prompt", "selection")), ROPE_LAYER,
+        pick("rho", "n_distances", "n_pairs", "p_value"), narrow(CONDITION, condition=typing.get_args(Control)),
+        FRACTION,
+        Column("rank", int, "rank", "the head's rank by rho (1 = strongest)"),
         Column("rho_mean", float, "rho", "mean over the inputs of each input's rho"),
-        Column("n_prompts", int, "", "inputs of the t test"),
+        Column("n_prompts", int, "count", "inputs of the t test"),
         Column("significant", bool, "", "p_value < alpha"),
         Column("p_bonferroni", float, "p", "min(1, p_value x heads)"),
         Column("significant_bonferroni", bool, "", "p_bonferroni < alpha"),
-        Column("rank_by", str, "", "how heads are ranked: 'abs', 'positive' or 'negative' rho"),
-        Column("n_heads_total", int, "", "heads ranked"),
-        Column("prompt", int, "", "index of the input of a kind='prompt' row"),
-        Column("n_selected", int, "", "heads selected at this fraction"),
+        Column("rank_by", str, "", "how heads are ranked: 'abs', 'positive' or 'negative' rho", choices=RANK_BY),
+        Column("n_heads_total", int, "count", "heads ranked"),
+        Column("prompt", int, "index", "index of the input of a kind='prompt' row"),
+        Column("n_selected", int, "count", "heads selected at this fraction"),
         Column("heads", list, "", "the selected heads as [[layer, head], ...]"),
     ),
 ))

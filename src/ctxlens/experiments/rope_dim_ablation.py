@@ -26,10 +26,10 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
-from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare
+from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare, narrow
 from ctxlens.experiments.registry import DEMO_ROPE, EXTRAPOLATE, T, register
 from ctxlens.lm.analysis.selfextend import zero_pairs_edit
 from ctxlens.probes import rope as common
@@ -56,7 +56,7 @@ class Config(common.DominantOptions):
              "frequency")
     measures: Annotated[list[Measure], NonEmpty] = option(factory=lambda: list(MEASURES),
                                                           help="what is measured with and without the ablation")
-    n_bins: PositiveInt = option(32, "relative-distance bins of the dominant measure's curve rows")
+    n_bins: Count = option(32, "relative-distance bins of the dominant measure's curve rows")
 
     def validate(self) -> None:
         super().validate()
@@ -146,14 +146,15 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 
 COLUMNS = declare(
-    ROPE_UNIT, KIND, ROPE_LAYER, CORRELATION, DISTANCE_BINS,
+    ROPE_UNIT, narrow(KIND, kind=("loss", "attention", "correlation", "curve")), ROPE_LAYER, CORRELATION, DISTANCE_BINS,
     Column("ablation", str, "", "the pairs zeroed: 'high:K', 'low:K' or 'pairs:A-B' (K may be a percentage)"),
-    Column("nll_base", float, "nats", "mean next-token loss with every pair"),
-    Column("nll_ablated", float, "nats", "mean next-token loss with the pairs zeroed"),
+    Column("nll_base", float, "nats", "mean next-token loss with every pair", low=0.0),
+    Column("nll_ablated", float, "nats", "mean next-token loss with the pairs zeroed", low=0.0),
     Column("delta", float, "nats", "nll_ablated - nll_base"),
     Column("pairs", list, "pair index", "the frequency pairs zeroed"),
-    Column("tv", float, "", "total-variation distance between the attention with and without the pairs"),
-    Column("n_queries", int, "", "queries the attention change is measured over"),
+    Column("tv", float, "", "total-variation distance between the attention with and without the pairs", low=0.0,
+           high=1.0),
+    Column("n_queries", int, "count", "queries the attention change is measured over"),
 )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Count, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ROPE_LAYER, ROPE_UNIT, declare
@@ -30,7 +30,7 @@ from ctxlens.probes.qk import LayerQK, scan
 @dataclass
 class Config(common.RopeOptions):
     lengths: list[PositiveInt] = option(factory=lambda: [512], help="input lengths, in tokens")
-    n_pairs: PositiveInt = option(1000, "query-key pairs sampled per input and layer (shared by its heads)")
+    n_pairs: Count = option(1000, "query-key pairs sampled per input and layer (shared by its heads)")
     top_k: PositiveInt = option(5, "frequency pairs counted per query-key pair: those contributing most (Figure 1: 5)")
 
 
@@ -77,10 +77,10 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 COLUMNS = declare(
     ROPE_UNIT, ROPE_LAYER,
     Column("dim", int, "pair index", "RoPE frequency pair (0: the highest frequency)"),
-    Column("count", int, "", "top-k slots the pair takes over the sampled query-key pairs"),
+    Column("count", int, "count", "top-k slots the pair takes over the sampled query-key pairs"),
     Column("share", float, "fraction", "count / all top-k slots"),
-    Column("top_k", int, "", "top contributors counted per query-key pair"),
-    Column("n_query_key_pairs", int, "", "query-key pairs sampled"),
+    Column("top_k", int, "count", "top contributors counted per query-key pair"),
+    Column("n_query_key_pairs", int, "count", "query-key pairs sampled"),
 )
 
 

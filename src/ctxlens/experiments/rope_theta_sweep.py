@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
+from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, N, declare, pick
@@ -57,7 +57,7 @@ class Config(sx.GeometryOptions):
                                                                  "the last); unset (null): every layer")
     needle_lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
                                                help="prompt lengths of the needle probe, in tokens; empty: no probe")
-    n_needles: PositiveInt = option(20, "needle probes per length")
+    n_needles: Count = option(20, "needle probes per length")
     needle_depth: Fraction = option(0.5, "where the fact sits in the prompt: 0 the start, 1 just before the question")
     needle_style: typing.Literal["corpus", "ruler"] = option(
         "corpus", "needle probe: corpus (the zoo models' format, teacher-forced) or ruler (RULER's S-NIAH "
@@ -139,15 +139,17 @@ COLUMNS = declare(
     SEED, LENGTH, WINDOWS, BOS, NLL, N,
     pick("positions", "boundary", "perturb_start", "perturb_end", "window", "stream", "layer", "self_sim",
          "anisotropy", "accs", "mean_dot"),
-    Column("theta", float, "", "the RoPE base theta the unit runs with"),
-    Column("own_theta", float, "", "the model's own RoPE base theta"),
+    Column("theta", float, "", "the RoPE base theta the unit runs with", low=0.0),
+    Column("own_theta", float, "", "the model's own RoPE base theta", low=0.0),
     Column("rope_layer_types", str, "", "the layer types swept ('all' on a one-RoPE model)"),
-    Column("measure", str, "", "which view the row is: 'suffix-ppl', 'needle' or 'accs'"),
-    Column("needle_style", str, "", "how the needle haystack is made"),
+    Column("measure", str, "", "which view the row is: 'suffix-ppl', 'needle' or 'accs'",
+           choices=("suffix-ppl", "needle", "accs")),
+    Column("needle_style", str, "", "how the needle haystack is made: the zoo corpus's wording or RULER's",
+           choices=("corpus", "ruler")),
     Column("needle_depth", float, "fraction", "relative depth of the needle"),
     Column("accuracy", float, "fraction", "share of needles retrieved"),
     Column("prompt_tokens", float, "tokens", "mean tokens of the needle prompts"),
-    Column("needles_lost", int, "", "needles cut by truncation"),
+    Column("needles_lost", int, "count", "needles cut by truncation"),
 )
 
 

@@ -67,9 +67,10 @@ def summary_of(per_sequence: list[float], suffix_len: int) -> dict:
 
 COLUMNS = declare(
     LENGTH, SEED, WINDOWS, BOS, NLL,
-    Column("stage", str, "", "'sequence' rows per sequence, absent on the rows over all sequences"),
-    Column("sequence", int, "", "index of the sequence (the same suffix tokens at every length)"),
-    Column("sequence_nll", float, "nats", "mean NLL of the sequence's suffix tokens"),
+    Column("stage", str, "", "'sequence' rows per sequence, absent on the rows over all sequences",
+           choices=("sequence",)),
+    Column("sequence", int, "index", "index of the sequence (the same suffix tokens at every length)"),
+    Column("sequence_nll", float, "nats", "mean NLL of the sequence's suffix tokens", low=0.0),
 )
 
 

@@ -56,7 +56,7 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
 
 COLUMNS = declare(
     SOURCE, LENGTH, SAMPLE, SEED, BOS, FLAG, pick("n_tokens", "nll", "ppl"),
-    Column("nll_last", float, "nats", "NLL of the window's last token"),
+    Column("nll_last", float, "nats", "NLL of the window's last token", low=0.0),
 )
 
 

@@ -11,7 +11,8 @@ verdict rules in ``verdicts``); each docstring names the paper section and the c
 every criterion was fixed before any zoo model was measured:
 
 - the ACCS criteria are those of ``ctxlens.findings.accs`` and the Positional
-  Heads criteria those of ``ctxlens.findings.positional`` (reused as they are);
+  Heads criteria those of ``ctxlens.findings.positional`` and ``ctxlens.findings.masking`` (reused as
+  they are);
 - the others are stated in their docstrings, with the numbers of the paper they come from.
 
 A finding is measured on the models it applies to, by what each model is, not by its name: its
@@ -50,6 +51,7 @@ from ctxlens.findings.long_sequence import lost_in_the_middle, retrieval_collaps
 from ctxlens.findings.models import ZOO_INFO, info_for, keys_of, recorded_infos
 from ctxlens.findings.rope_distance import positional_heads_matter
 from ctxlens.findings.verdicts import CONTROL, Models, Rows
+from ctxlens.row_access import declares
 
 __all__ = [
     "CONTROL",
@@ -94,7 +96,8 @@ def recorded_train_length(rows: Iterable[dict], specs: Iterable[str]) -> int:
     """The training length the rows of models ``specs`` record (the RoPE experiments' ``train_length``
     column) when they agree on one, else ``TRAIN_LENGTH``."""
     wanted = set(specs)
-    found = {int(r["train_length"]) for r in rows if r.get("model") in wanted and r.get("train_length")}
+    found = {int(r["train_length"]) for r in rows
+             if r.get("model") in wanted and declares(r, "train_length") and r.get("train_length")}
     return found.pop() if len(found) == 1 else TRAIN_LENGTH
 
 

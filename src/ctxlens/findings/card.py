@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from ctxlens.core.registry import Registry
 from ctxlens.findings.verdicts import Rows
+from ctxlens.row_access import declares
 from ctxlens.tasks.scoring import THRESHOLD
 
 
@@ -280,7 +281,8 @@ def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = T
     infos = {m: info_for(m, m, recorded) for m in wanted}
     lengths: dict[str, int | None] = {}
     for m in wanted:
-        stated = {int(r["train_length"]) for r in rows if r.get("model") == m and r.get("train_length")}
+        stated = {int(r["train_length"]) for r in rows
+                  if r.get("model") == m and declares(r, "train_length") and r.get("train_length")}
         lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
     seconds = {m: {p: c["seconds"] for p, c in parts.items()} for m, parts in profile_costs(runs).items()}

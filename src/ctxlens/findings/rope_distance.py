@@ -4,15 +4,17 @@
 Figure 8: heads whose dominant dimension correlates with distance exist, and
 masking the top ones hurts passkey retrieval more than masking as many random heads
 (``positional_heads_matter``, on the ``positional-heads`` and ``head-masking`` rows of
-``zoo:rope``). The criterion is that of ``ctxlens.findings.positional``.
+``zoo:rope``). The criterion is that of ``ctxlens.findings.positional`` (``verdict``, joining its
+presence test with ``ctxlens.findings.masking``'s masking test).
 """
 
 from __future__ import annotations
 
 from ctxlens.core.papers import named
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
+from ctxlens.findings.masking import masking_test
 from ctxlens.findings.models import has_rope
-from ctxlens.findings.positional import masking_test, presence_test, verdict
+from ctxlens.findings.positional import presence_test, verdict
 from ctxlens.findings.verdicts import Rows, number, verdicts_row
 
 

@@ -18,20 +18,23 @@ from collections.abc import Callable, Iterable
 
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_NAMES
 from ctxlens.findings.models import NOT_RECORDED, ZOO_INFO
+from ctxlens.row_access import declared_names, declared_rows
 
 CONTROL = "untrained control"  # column: does the untrained copy show the pattern too?
 APPLIES = "applies to"  # column: the models a finding is about, by kind, position encoding and length
 
 
 class Rows:
-    """Result rows grouped by (experiment, model)."""
+    """Result rows grouped by (experiment, model), each read through ``ctxlens.row_access.Row`` (a
+    column its experiment does not declare raises); ``of`` refuses an experiment no declaration names."""
 
     def __init__(self, rows: Iterable[dict]):
         self.by: dict[tuple, list[dict]] = defaultdict(list)
-        for r in rows:
+        for r in declared_rows(rows):
             self.by[(r.get("experiment"), r.get("model"))].append(r)
 
     def of(self, experiment: str, model: str | None) -> list[dict]:
+        declared_names(experiment)  # a misspelled experiment raises
         return self.by.get((experiment, model), []) if model is not None else []
 
 

@@ -7,15 +7,20 @@ For a local directory (a checkpoint, a zoo model, a converted GGUF file): SHA-25
 (issue 32, item 5: the earlier version sampled three MiB of each file and missed a tensor scaled
 elsewhere). For a hub id: the config and the hub commit transformers resolved.
 
-Hashing a 1 GB file costs about a second, so each file's digest is cached in
-``$CTXLENS_HOME/fingerprints.json`` under its resolved path, size, modification and change times
-(ns), inode and device: a resume re-reads a file only when one of them changed. A file whose times
-are within ``RACY_NS`` of the moment it was hashed is not cached (a write in the same clock tick
-could leave its times unchanged; git calls this "racily clean"). The cache is data,
-never authority: it is read with a size bound, an entry of the wrong shape ends the whole cache's
-use (the file is hashed again), an entry is used only when every stat field matches the file now,
-and a file that changed while it was hashed is not cached. Writing it is best effort (a read-only
-or full home leaves the fingerprint right, only slower next time).
+Threat model (issue 45). The digest decides whether a resume may go on (the runner's weights check,
+a profile's provenance), so it is computed from the bytes on disk in the process that decides, never
+read back from a file: an earlier version cached each file's digest in ``$CTXLENS_HOME/fingerprints.json``
+under its path and stat, and an entry planted there (the changed file's stat, the old digest) let
+changed weights pass under the old digest. That file is no longer read or written (one left by an
+earlier version is left alone). Within one process a file's digest is remembered while its stat (size,
+modification and change times in ns, inode, device: ``stamp``) stays as it was, so planning, loading
+and the resume check hash a file once; a file whose times are within ``RACY_NS`` of the moment it was
+hashed is not remembered (a write in the same clock tick could leave its times unchanged; git calls
+this "racily clean"), nor one that changed while it was read. The price is one read of every weight
+file per process that plans or loads a local model (about a second per GB; loading reads the same
+bytes). What this does not cover: anyone who can write the run directory can rewrite the fingerprint
+it records (``config.yaml``), and anyone who can write the weights and ctxlens's own code can do
+anything; the check guards against weights that changed, not against the user's own account.
 """
 
 from __future__ import annotations
@@ -23,22 +28,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from pathlib import Path
 
 CHUNK = 8 << 20  # bytes per read when hashing a weight file
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
-CACHE_NAME = "fingerprints.json"
-CACHE_ENTRIES = 512  # files remembered; the oldest are dropped first
-CACHE_BYTES = 1 << 20  # a larger cache file is ignored (512 entries take about 150 KB)
+CACHE_NAME = "fingerprints.json"  # where an earlier version cached digests: no longer read or written
 RACY_NS = 2 * 10**9  # a file changed this recently is hashed again next time
-_STAT = ("size", "mtime_ns", "ctime_ns", "ino", "dev")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def stamp(path: Path) -> dict[str, int]:
-    """What must not have changed for a cached digest of ``path`` to be used."""
+    """What must not have changed for a remembered digest of ``path`` to be used."""
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
             "dev": st.st_dev}
@@ -61,60 +61,19 @@ def hash_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _cache_path() -> Path:
-    from ctxlens.core.paths import home
-
-    return home() / CACHE_NAME
-
-
-def _valid_entry(entry: object) -> bool:
-    return (isinstance(entry, dict) and set(entry) == {"path", "sha256", *_STAT}
-            and isinstance(entry["path"], str) and isinstance(entry["sha256"], str)
-            and _HEX64.fullmatch(entry["sha256"]) is not None
-            and all(type(entry[k]) is int and entry[k] >= 0 for k in _STAT))
-
-
-def read_cache(path: Path | None = None) -> list[dict]:
-    """The cache's entries, or [] when it is missing, too large, not ours, or any entry is malformed."""
-    from ctxlens.core import files
-
-    path = path or _cache_path()
-    try:
-        if os.path.getsize(path) > CACHE_BYTES:
-            return []
-        data = json.loads(files.read_bytes(path) or b"null")
-    except Exception:  # noqa: BLE001 - unreadable, a link, not JSON, too deep: a broken cache is no cache
-        return []
-    entries = data.get("entries") if isinstance(data, dict) and data.get("ctxlens_fingerprints") == 1 else None
-    if not isinstance(entries, list) or len(entries) > CACHE_ENTRIES or not all(map(_valid_entry, entries)):
-        return []
-    return entries
-
-
-def _write_cache(entries: list[dict], path: Path | None = None) -> None:
-    """Best effort: the cache only saves time, so a failure to write it is not the user's problem."""
-    from ctxlens.core import files
-
-    path = path or _cache_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        files.atomic_write(path, json.dumps({"ctxlens_fingerprints": 1, "entries": entries[-CACHE_ENTRIES:]}))
-    except Exception:  # noqa: BLE001, S110 - read-only home, full disk, a link in the way: hash again next time
-        pass
+_HASHED: dict[tuple, str] = {}  # (real path, *stamp) -> sha256 of the files this process has hashed
 
 
 def file_sha256(path: Path) -> str:
-    """SHA-256 of ``path``'s bytes, from the cache when its stat is unchanged (see the module docstring)."""
-    key = str(Path(path).resolve())
+    """SHA-256 of ``path``'s bytes, hashed once per process while its stat is unchanged (see the module
+    docstring: never read from a file on disk)."""
     stamped = stamp(path)
-    before: dict[str, object] = {"path": key, **stamped}
-    entries = read_cache()
-    for entry in entries:
-        if {k: entry[k] for k in before} == before:
-            return entry["sha256"]
+    key = (os.path.realpath(path), *stamped.values())
+    if key in _HASHED:
+        return _HASHED[key]
     digest = hash_file(path)
-    if settled(stamped) and {"path": key, **stamp(path)} == before:  # unchanged while read, and not just written
-        _write_cache([e for e in entries if e["path"] != key] + [{**before, "sha256": digest}])
+    if settled(stamped) and stamp(path) == stamped:  # unchanged while read, and not just written
+        _HASHED[key] = digest
     return digest
 
 
@@ -133,8 +92,10 @@ def is_sampled(recorded: str) -> bool:
 def directory_fingerprint(directory: Path) -> str:
     """Digest of a saved model directory's config and weight files (see the module docstring)."""
     h = hashlib.sha256(b"ctxlens-fingerprint-2\0")
+    import ctxlens.lm.model_files as model_files
+
     config = directory / "config.json"
-    h.update(config.read_bytes() if config.is_file() else b"")
+    h.update(model_files.read(config) if config.is_file() else b"")  # bounded (``model_files.LIMITS``)
     for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
         _file_digest(path, h)
     return FULL + h.hexdigest()[:32]

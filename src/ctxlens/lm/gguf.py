@@ -11,6 +11,7 @@ again by ``load`` reads the file's bytes once.
 
 The conversion writes into a temporary directory beside the target and renames it into place,
 so a conversion that is killed or fails never leaves a half-made cache.
+The cache is verified on every use (``ctxlens.lm.gguf_cache``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,19 @@ from pathlib import Path
 
 import ctxlens.lm.fingerprint as fingerprint
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.paths import home
+from ctxlens.lm.gguf_cache import (  # noqa: F401 - the cache's names, re-exported (``gguf.SOURCE_FILE``...)
+    SOURCE_FILE,
+    cache_dir,
+    check_conversion,
+    digests,
+    is_converted,
+    move_into_place,
+    verified,
+)
 
 log = logging.getLogger(__name__)
 
 MAGIC = b"GGUF"
-SOURCE_FILE = "ctxlens-gguf.json"  # inside a cache directory: which file it was converted from
 
 
 def is_gguf(path: Path) -> bool:
@@ -73,15 +81,6 @@ def content_sha256(path: Path) -> str:
     return digest
 
 
-def cache_dir(sha256: str) -> Path:
-    """Where the converted copy of the GGUF file with this content hash lives."""
-    return home() / "gguf" / sha256
-
-
-def is_converted(directory: Path) -> bool:
-    return (directory / SOURCE_FILE).is_file() and (directory / "config.json").is_file()
-
-
 def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
     """The ``save_pretrained`` directory of GGUF file ``path``, converting it on first use.
 
@@ -93,10 +92,10 @@ def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
                            "with the bytes 'GGUF'); point --model at a save_pretrained directory or a .gguf file.")
     sha256 = sha256 or content_sha256(path)
     target = cache_dir(sha256)
-    if is_converted(target):
+    if verified(sha256, spec) is not None:
         return target
     check_header(path, spec)  # before transformers' reader sees the file
-    if target.exists():
+    if target.exists() and not is_converted(target):
         raise CtxlensError(f"The GGUF cache directory '{target}' exists but is incomplete; delete it and load "
                            f"'{spec}' again.")
     require_gguf_package()
@@ -106,9 +105,11 @@ def converted(path: Path, spec: str, sha256: str | None = None) -> Path:
         log.info("converting %s to safetensors in %s (once per file)", path, target)
         with one_parse():  # the conversion and file_type's fallback read the file once between them
             convert(path, tmp, spec)
-            source = {"file": path.name, "path": str(path.resolve()), "sha256": sha256, "file_type": file_type(path)}
+            source: dict = {"file": path.name, "path": str(path.resolve()), "sha256": sha256,
+                            "file_type": file_type(path)}
+        source["files"] = digests(tmp)  # what a later use verifies (``gguf_cache.verified``)
         (tmp / SOURCE_FILE).write_text(json.dumps(source, indent=1) + "\n")
-        _move_into_place(tmp, target)
+        move_into_place(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
@@ -129,20 +130,48 @@ def convert(path: Path, out: Path, spec: str) -> None:
 def _convert(where: dict, out: Path, spec: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report (with terminal escapes) is ``_agrees``'s one sentence here
     try:
-        model = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32, **_dequantize_option())
-    except (ValueError, KeyError, NotImplementedError, IndexError, struct.error, OSError) as err:
+        model, loading = AutoModelForCausalLM.from_pretrained(**where, dtype=torch.float32, output_loading_info=True,
+                                                              ignore_mismatched_sizes=True, **_dequantize_option())
+    except Exception as err:  # noqa: BLE001 - narrowed below to what a file's content makes transformers raise
         if isinstance(err, OSError) and err.errno is not None:  # a disk or path error, not the file's content
             raise
-        raise CtxlensError(f"transformers cannot read the GGUF file '{spec}' ({(str(err).splitlines() or [''])[0]}); "
+        # StrictDataclass...: metadata that transformers' typed config refuses (a hidden size no multiple of the heads)
+        if not isinstance(err, (ValueError, KeyError, NotImplementedError, IndexError, RuntimeError, struct.error,
+                                OSError)) and not type(err).__name__.startswith("StrictDataclass"):
+            raise  # a bug: keep the traceback
+        raise CtxlensError(f"transformers cannot read the GGUF file '{spec}' ({' '.join(str(err).split())[:200]}); "
                            "use a GGUF of an architecture transformers supports, or a save_pretrained "
                            "directory.") from None
+    finally:
+        hf_logging.set_verbosity(level)
+    _agrees(loading, spec)
     if getattr(model, "hf_quantizer", None) is not None:  # a transformers that kept the weights packed
         raise CtxlensError(f"transformers kept the weights of '{spec}' quantized, so they cannot be saved; "
                            "upgrade transformers (pip install -U transformers).")
     model.save_pretrained(out, safe_serialization=True)
     _save_tokenizer(where, out, spec)
+
+
+def _agrees(loading: dict, spec: str) -> None:
+    """Refuse a GGUF whose metadata disagrees with its tensors, from transformers' loading report: a tensor
+    whose shape is not the one the metadata implies (transformers would raise a RuntimeError), or a tensor
+    the metadata implies that the file lacks (transformers would fill it with random values and go on)."""
+    fix = "the file is damaged or was written wrongly; download or convert it again"
+    mismatched = sorted(loading.get("mismatched_keys") or [], key=lambda m: str(m[0]))
+    if mismatched:
+        name, found, wanted = mismatched[0]
+        raise CtxlensError(f"The GGUF file '{spec}' disagrees with itself: its metadata makes {name} of shape "
+                           f"{tuple(wanted)}, but its tensor holds {tuple(found)} ({len(mismatched)} tensor(s) "
+                           f"differ); {fix}.")
+    missing = sorted(loading.get("missing_keys") or [])
+    if missing:
+        raise CtxlensError(f"The GGUF file '{spec}' lacks {len(missing)} tensor(s) its metadata implies (the first: "
+                           f"{missing[0]}); {fix}.")
 
 
 @contextmanager
@@ -184,16 +213,6 @@ def _save_tokenizer(where: dict, out: Path, spec: str) -> None:
         AutoTokenizer.from_pretrained(**where).save_pretrained(out)
     except Exception as err:  # noqa: BLE001 - the tokenizers builders raise bare Exception; the model is still usable
         log.warning("no tokenizer in %s (%s); token-level analyses only", spec, str(err).splitlines()[0])
-
-
-def _move_into_place(tmp: Path, target: Path) -> None:
-    """Rename the finished conversion to ``target``; another process may have finished first."""
-    try:
-        os.rename(tmp, target)
-    except OSError:
-        if not is_converted(target):
-            raise
-
 
 
 def file_type(path: Path) -> str | None:

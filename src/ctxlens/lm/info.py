@@ -148,11 +148,14 @@ def _weights_record(source: str, origin: str, stamp: int) -> dict | None:
     if not directory.is_dir():
         return {"format": "hub", "quantization": None, "file": source, "digest": None}
     stamp_file = directory / gguf.SOURCE_FILE
-    if stamp_file.is_file():
-        recorded = json.loads(stamp_file.read_text())
-        kind = recorded.get("file_type") or gguf.file_type(Path(recorded.get("path", "")))
-        return {"format": "GGUF", "quantization": kind, "file": recorded.get("file"),
-                "digest": f"sha256:{recorded['sha256']}" if recorded.get("sha256") else None}
+    recorded = gguf.check_conversion(directory, source) if stamp_file.is_file() else None  # its files verified
+    if recorded is not None:  # (a record without digests vouches for nothing: the directory's own digest below)
+        kind = recorded.get("file_type") if isinstance(recorded.get("file_type"), str) else None
+        path = recorded.get("path")
+        kind = kind or (gguf.file_type(Path(path)) if isinstance(path, str) else None)
+        name = recorded.get("file")
+        return {"format": "GGUF", "quantization": kind, "file": name if isinstance(name, str) else None,
+                "digest": f"sha256:{recorded['sha256']}"}
     files = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     kinds = sorted({Path(f).suffix.lstrip(".") for f in files})
     dtypes = sorted({d for f in files if f.endswith(".safetensors") for d in _safetensors_dtypes(directory / f)})
@@ -177,9 +180,11 @@ def model_config(spec: str, trust_remote_code: bool = False, revision: str | Non
     ``load`` then builds the model from it), and each caller gets its own copy to change."""
     import copy
 
+    import ctxlens.lm.model_files as model_files
     from ctxlens.lm.specs import resolved
 
     where = resolved(spec)
+    model_files.check_directory(where.path)  # transformers reads its config and tokenizer files whole
     try:
         found = (Path(where.path) / "config.json").stat()
         stamp = (found.st_mtime_ns, found.st_size)

@@ -32,7 +32,7 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, NonEmpty, NonNegativeInt, PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.metrics.geometry import AccsAccumulator
 from ctxlens.probes.perturb import Shuffle
@@ -52,7 +52,7 @@ class SuffixOptions:
                                  "synthetic corpus), a .txt/.jsonl/.parquet file or folder, hf:DATASET, or random "
                                  "(uniform random token ids)")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
-    n_sequences: PositiveInt = option(16, "sequences (windows) per length")
+    n_sequences: Count = option(16, "sequences (windows) per length")
     suffix_len: PositiveInt = option(32, "N: suffix tokens, the same tokens in every condition")
     suffix_positions: NonNegativeInt = option(0, "m: measured suffix positions per sequence, evenly spread; 0: all N")
     batch_size: PositiveInt = option(4, "sequences per forward")

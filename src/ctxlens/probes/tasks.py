@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, NonNegativeInt, PositiveInt, option
 from ctxlens.core.texts import NATURAL
 from ctxlens.core.units import Cache, Row
 from ctxlens.tasks import RULER_TASKS, get_task
@@ -35,7 +35,7 @@ class TaskOptions:
     """Options every task experiment takes (all have defaults): how the RULER-style datasets are
     generated and how the model's greedy answers are decoded."""
 
-    n_samples: PositiveInt = option(20, "samples (prompts) per unit")
+    n_samples: Count = option(20, "samples (prompts) per unit")
     seed: int = option(0, "seed of the generated datasets")
     template: Template = option("auto", "how prompts are rendered: plain text, the tokenizer's chat template, or "
                                         "auto (chat when the tokenizer has one)")

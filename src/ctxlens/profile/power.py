@@ -13,7 +13,7 @@ the alternative, the need is known a priori:
   test to see ctxlens's stated gap of 10 points with binary samples at the most variable rate (0.5):
   (z_0.975 + z_0.8)^2 50^2 / (13 x 10^2);
 - masking the top positional heads (the rope-distance paper, Section 4.3.2): the passkeys the
-  randomization test needs against 19 draws spread 0.8 +- 0.08 (``findings.positional``, simulated);
+  randomization test needs against 19 draws spread 0.8 +- 0.08 (``findings.masking``, simulated);
 - the CE gain over the last doubling (the intrinsic-entropy paper, Section 2.2): in a profile its test is
   the anytime-valid sign test over windows (``findings.lines.loss.sign_test``), which needs 161 windows to
   see ctxlens's stated share of 0.65 windows gaining (the paper states no size); its rounds re-run the
@@ -36,7 +36,7 @@ from ctxlens.core.stats import normal_quantile
 from ctxlens.findings.lines.loss import SIGN_SHARE, sign_needs
 from ctxlens.findings.lines.needle import MIN_GAP as RULER_GAP
 from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_needs, drop_needs
-from ctxlens.findings.positional import PLANNED_PASSKEYS
+from ctxlens.findings.masking import PLANNED_PASSKEYS
 from ctxlens.profile.suite import NEEDLE_DEPTHS
 
 RULER_SD = 50.0  # points: a binary sample's largest SD (at a rate of 0.5)

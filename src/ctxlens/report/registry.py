@@ -1,16 +1,25 @@
-"""One plotting function per experiment name.
+"""One plotting function per experiment name, and the order of the report's sections.
 
 A plotter takes the rows of one experiment (a DataFrame with a ``series`` column: the model, or
 ``model (run)`` when one model appears in several runs of the experiment) and a ``Context``, and
 returns ``Panel``s. ``metrics`` names the columns whose missing values are reported as warnings
 (the runner stores NaN/inf as null). Experiments without a plotter get the generic table.
+
+A plotter also declares the paper its experiment reproduces (``paper_id``, an id of
+``ctxlens.core.papers.PAPERS``, the same as the experiment's declaration says: a test checks every
+registered experiment against its plotter), and that places its section (``section_order``): the
+papers in ``PAPERS`` order, those citing none after them, and within one paper the order its
+plotters were declared in. So a new experiment's section lands with its paper, not last, and no
+list of names is kept by hand. The report reads rows only and never imports the experiments
+(``tests/test_layers.py``), so the place is declared here, beside the figure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ctxlens.core.papers import PAPERS
 from ctxlens.core.registry import Registry
 from ctxlens.report.figures import Palette
 
@@ -29,8 +38,9 @@ class Plotter:
     name: str
     fn: Callable
     title: str
-    paper: str
+    paper: str  # the caption's citation: the paper's heading and where in it
     metrics: tuple[str, ...] = ()
+    paper_id: str = ""  # the paper its experiment reproduces (``PAPERS``; "" for none): where its section goes
 
 
 def _load_plots() -> None:
@@ -47,10 +57,14 @@ def _load_plots() -> None:
 PLOTTERS: Registry[Plotter] = Registry("plotter", load=_load_plots)
 
 
-def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = ()):
-    """Decorator: register ``fn`` as the plotter of experiment ``name``."""
+def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = (), paper_id: str = ""):
+    """Decorator: register ``fn`` as the plotter of experiment ``name``; ``paper_id`` (an id of
+    ``PAPERS``, as the experiment declares it) places its section among its paper's."""
+    if paper_id:
+        PAPERS[paper_id]  # an unknown id raises with the registry's suggestion
+
     def deco(fn):
-        PLOTTERS.add(name, Plotter(name, fn, title, paper, metrics))
+        PLOTTERS.add(name, Plotter(name, fn, title, paper, metrics, paper_id))
         return fn
 
     return deco
@@ -59,3 +73,16 @@ def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = ())
 def plotters() -> dict[str, Plotter]:
     """Every plotter by experiment name (a copy)."""
     return PLOTTERS.as_dict()
+
+
+def section_order(experiments: Iterable[str]) -> list[str]:
+    """``experiments`` in the report's order: those with a plotter by their paper (``PAPERS`` order, then
+    those citing none), within a paper in the order their plotters were declared; then those without a
+    plotter (the generic table), by name."""
+    reg = plotters()
+    papers = {paper: i for i, paper in enumerate(PAPERS)}
+    declared = {name: i for i, name in enumerate(reg)}
+    names = list(dict.fromkeys(experiments))
+    plotted = sorted((e for e in names if e in reg),
+                     key=lambda e: (papers.get(reg[e].paper_id, len(papers)), declared[e]))
+    return plotted + sorted(e for e in names if e not in reg)

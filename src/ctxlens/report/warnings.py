@@ -14,6 +14,7 @@ import numbers
 from collections import defaultdict
 
 from ctxlens.results import Run
+from ctxlens.row_access import declares
 
 WHERE = ("stage", "task", "condition", "measure", "kind", "quantity", "transform", "ablation", "length", "depth",
          "fraction", "gamma", "theta", "boundary", "layer", "head", "sample")
@@ -25,7 +26,7 @@ def _missing(v) -> bool:
 
 
 def _where(row: dict) -> str:
-    return ", ".join(f"{k}={row[k]}" for k in WHERE if row.get(k) is not None)
+    return ", ".join(f"{k}={row[k]}" for k in WHERE if declares(row, k) and row.get(k) is not None)
 
 
 def run_warnings(run: Run) -> list[dict]:
@@ -60,7 +61,7 @@ def row_warnings(run: Run, metrics_of) -> list[dict]:
                 numeric_cols[row.get("experiment")].add(k)
     for row in run.rows:
         exp = row.get("experiment")
-        if row.get("flag") is not None:  # the flag says why its values may be missing
+        if declares(row, "flag") and row.get("flag") is not None:  # the flag says why its values may be missing
             groups[(exp, row.get("model"), "flag", str(row["flag"]))].append(row)
             continue
         metrics = metrics_of(exp)

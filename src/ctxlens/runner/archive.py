@@ -29,8 +29,10 @@ from pathlib import Path
 
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
+from ctxlens.runner.compression import archived, gunzip
 from ctxlens.runner.lock import lock_name, try_lock
-from ctxlens.runner.store import archived, check_ours, gunzip, results_files
+from ctxlens.runner.rundir import check_ours
+from ctxlens.runner.store import results_files
 
 
 @dataclass

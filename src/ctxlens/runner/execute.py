@@ -25,206 +25,46 @@ A resume naming fewer models keeps the list. Each write re-reads config.yaml and
 list, and ranks walk the models in the same order, so ranks of a sharded run agree on it.
 Beside the list, ``model_info`` records what each loaded model is (``ModelInfo.as_dict``: kind,
 position encoding, training length, ...), so the torch-free findings know it from the rows' run.
+
+Beside this module: ``runner.model_options`` (the model options typed, checked and applied),
+``runner.writer`` (the writer that opens the directory at its first commit and keeps config.yaml,
+and what ``run`` returns), ``runner.meter`` (the token meter of a unit in flight).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
-import re
 import sys
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
 from ctxlens.core import progress as progress_channel
 from ctxlens.core.columns import check_rows
-from ctxlens.core.env import environment
-from ctxlens.core.errors import CtxlensError, clip
-from ctxlens.core.units import Cache, Row, Unit
+from ctxlens.core.errors import CtxlensError
+from ctxlens.core.units import Cache
 from ctxlens.experiments.base import Experiment, make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.runner import dist, lock, partial, plans, preflight
-from ctxlens.runner.store import RunStore, check_config, check_ours, committed_units, log_names, read_config, read_rows
+from ctxlens.runner.meter import count_tokens, unit_meter
+from ctxlens.runner.model_options import LOAD_KEYS, extrapolating, parse_model_options, prepare
+from ctxlens.runner.rundir import check_config, check_ours, read_config
+from ctxlens.runner.store import RunStore, committed_units, log_names
+from ctxlens.runner.writer import COMPARE_KEYS, FinishedRun, RunResult, RunWriter
 
 if TYPE_CHECKING:
     from ctxlens.lm.model import LM
-
-log = logging.getLogger(__name__)
-
-LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
-COMPARE_KEYS = ("experiment", "model_options")  # a resume must match these (and the parsed options); models may grow
-
-
-@dataclass
-class ModelOptions:
-    """The typed model options (``--dtype`` ... ``--rope-layers``); booleans parse strictly, so
-    ``trust_remote_code: "false"`` in a YAML file is False, and ``"maybe"`` is an error."""
-
-    dtype: str | None = None
-    device: str | None = None
-    offload_folder: str | None = None
-    attn_implementation: str | None = None
-    trust_remote_code: bool | None = None
-    revision: str | None = None
-    rope_theta: float | None = None
-    allow_extrapolation: bool | None = None
-    rope_layers: str | None = None
-
-
-# device_map: "auto" / a device / {module: device}; rope_scaling: a dict. The loader and lm.analysis.rope check them.
-_UNTYPED = ("device_map", "rope_scaling")
-
-
-def parse_model_options(raw: dict) -> dict:
-    """``raw`` checked and typed against ``ModelOptions`` (plus the two structured options);
-    keys left unset are dropped."""
-    typed = make_config(ModelOptions, {k: v for k, v in raw.items() if v is not None and k not in _UNTYPED})
-    parsed = {**{k: v for k, v in dataclasses.asdict(typed).items() if v is not None},
-              **{k: raw[k] for k in _UNTYPED if raw.get(k) is not None}}
-    check_rope_scaling(parsed.get("rope_scaling"))
-    check_device(parsed.get("device"), "--device")
-    check_device_map(parsed.get("device_map"))
-    if parsed.get("rope_theta") is not None and not 0 < parsed["rope_theta"] < 1e30:
-        raise CtxlensError(f"--rope-theta must be a positive finite base, got {parsed['rope_theta']}; e.g. 10000.")
-    return parsed
-
-
-def check_rope_scaling(scaling) -> None:
-    """Raise unless ``scaling`` is None or a {name: value} mapping whose numbers are finite and whose
-    ``factor`` is a positive number (a NaN factor once made every row null)."""
-    import math
-
-    fix = "give a JSON object such as '{\"rope_type\": \"linear\", \"factor\": 2}'"
-    if scaling is None:
-        return
-    if not isinstance(scaling, dict) or not all(isinstance(k, str) for k in scaling):
-        raise CtxlensError(f"--rope-scaling must be a mapping of RoPE scaling parameters, got "
-                           f"{type(scaling).__name__}; {fix}.")
-    for key, value in scaling.items():
-        numbers = value if isinstance(value, list) else [value]
-        if not all(v is None or isinstance(v, (str, bool)) or (isinstance(v, (int, float)) and math.isfinite(v))
-                   for v in numbers):
-            raise CtxlensError(f"--rope-scaling's {key!r} must be a finite number or text, got {clip(value)}; {fix}.")
-    factor = scaling.get("factor")
-    if "factor" in scaling and (isinstance(factor, bool) or not isinstance(factor, (int, float))
-                                or not 0 < factor <= 1e6):
-        raise CtxlensError(f"--rope-scaling's factor must be a positive number (at most 1e6), got {clip(factor)}; "
-                           f"{fix}.")
-
-
-_DEVICE = re.compile(r"(cpu|mps|cuda|xpu)(:[0-9]{1,3})?")
-
-
-def check_device(device, what: str = "--device") -> None:
-    """Raise, before any model loads, unless ``device`` (a string or a device index) names a device
-    this machine has: cpu, cuda / cuda:N with N below the GPU count, mps, xpu; never meta."""
-    if device is None:
-        return
-    import torch
-
-    name = f"cuda:{device}" if isinstance(device, int) and not isinstance(device, bool) else device
-    if not isinstance(name, str) or not _DEVICE.fullmatch(name):
-        raise CtxlensError(f"{what} must be cpu, cuda, cuda:N, mps or xpu, got {clip(device)}; e.g. {what} cpu.")
-    kind, _, index = name.partition(":")
-    if kind == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0 or (index and int(index) >= count):
-            have = "no CUDA GPU" if count == 0 else f"{count} CUDA GPU(s), cuda:0 to cuda:{count - 1}"
-            raise CtxlensError(f"{what} {name}: this machine has {have}; pass {what} cpu or a GPU it has.")
-    elif kind == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise CtxlensError(f"{what} mps: this machine has no Apple GPU; pass {what} cpu.")
-    elif kind == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
-        raise CtxlensError(f"{what} xpu: this machine has no Intel GPU; pass {what} cpu.")
-
-
-def check_device_map(device_map) -> None:
-    """Raise unless every device a device map names (a device string, or the values of a
-    {module: device} mapping, given as JSON or a dict) is one this machine has ("disk" aside)."""
-    from ctxlens.core import yaml_safe
-
-    if isinstance(device_map, str) and device_map.strip().startswith("{"):
-        device_map = yaml_safe.load_json(device_map, "--device-map", limit=1 << 20)
-    if isinstance(device_map, dict):
-        for place in device_map.values():
-            place = int(place) if isinstance(place, str) and place.isdigit() else place
-            if place not in ("disk", "cpu"):
-                check_device(place, "--device-map")
-    elif isinstance(device_map, str) and device_map not in ("auto", "balanced", "balanced_low_0", "sequential"):
-        check_device(device_map, "--device-map")
 
 
 def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
     """The dict written to ``config.yaml`` (and read back by ``--config``)."""
     return {"experiment": experiment, "models": list(models), "options": dict(options),
             "model_options": dict(model_options)}
-
-
-def _prepare(lm, model_options: dict) -> dict:
-    """Apply the model options that change a loaded model; returns the RoPE change as columns
-    (``{"rope_changed": {layer type or "all": new parameters}}``, empty when none)."""
-    theta, scaling, layers = (model_options.get(k) for k in ("rope_theta", "rope_scaling", "rope_layers"))
-    changed = {}
-    if theta is not None or scaling is not None:
-        params = lm.set_rope(theta=theta, scaling=scaling, layers=layers)
-        per_type = all(isinstance(v, dict) for v in params.values())
-        changed = {"rope_changed": params if per_type else {"all": params}}
-    elif layers is not None:
-        from ctxlens.core.errors import CtxlensError
-
-        raise CtxlensError("--rope-layers says which layers --rope-theta / --rope-scaling change; pass one of "
-                           "those too.")
-    if model_options.get("allow_extrapolation"):
-        lm.allow_extrapolation()
-    return changed
-
-
-class _Writer:
-    """This process's writer of the run directory, which it opens only at its first commit."""
-
-    def __init__(self, out: Path, config: dict, shard: dist.Shard, device: str | None):
-        self.out, self.config, self.shard, self.device = out, config, shard, device
-        self.fingerprints: dict[str, str] = {}  # spec -> fingerprint of the weights this process loaded
-        self.resolved: dict[str, dict] = {}  # spec -> options filled from that model (runner.plans)
-        self.infos: dict[str, dict] = {}  # spec -> its ModelInfo as a dict (read by ctxlens.findings)
-        self.store: RunStore | None = None
-
-    def open(self, models: Sequence[str]) -> RunStore:
-        """The store: the directory created or repaired on the first call, config.yaml listing ``models``."""
-        store, first = self.store, self.store is None
-        if store is None:
-            results_name, units_name = log_names(self.shard.rank if self.shard.sharded else None)
-            store = self.store = RunStore(self.out, results_name=results_name, units_name=units_name)
-            for note in store.repairs:
-                log.warning("%s", note)
-        self._record(store, models)
-        if first and self.shard.rank == 0:
-            store.write_env(environment(self.device))
-        return store
-
-    def ensure(self, models: Sequence[str]) -> RunStore:
-        """The store, opened (``open``) if this process has not opened it yet."""
-        return self.store if self.store is not None else self.open(models)
-
-    def _record(self, store: RunStore, models: Sequence[str]) -> None:
-        """Make config.yaml list ``models`` after the ones it lists already; rewritten only on a change."""
-        old = read_config(self.out) or {}
-        listed = list(dict.fromkeys([*(old.get("models") or []), *models]))
-        prints = {**(old.get("fingerprints") or {}),
-                  **{m: f for m, f in self.fingerprints.items() if m in listed}}
-        resolved = {**(old.get("resolved") or {}), **{m: v for m, v in self.resolved.items() if m in listed}}
-        infos = {**(old.get("model_info") or {}), **{m: v for m, v in self.infos.items() if m in listed}}
-        if (not old or listed != old.get("models") or prints != (old.get("fingerprints") or {})
-                or resolved != (old.get("resolved") or {}) or infos != (old.get("model_info") or {})):
-            config = {**self.config, "models": listed, **({"fingerprints": prints} if prints else {}),
-                      **({"resolved": resolved} if resolved else {}), **({"model_info": infos} if infos else {})}
-            store.write_config(config, compare_keys=COMPARE_KEYS)
 
 
 def _same_options(out: Path, exp, config) -> None:
@@ -269,7 +109,7 @@ def _same_weights(out: Path, spec: str, lm) -> str:
 
 def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict) -> tuple[LM | str, dict]:
     """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``), checked against the
-    experiment's needs and prepared, with what ``_prepare`` changed; the spec itself for experiments
+    experiment's needs and prepared, with what ``prepare`` changed; the spec itself for experiments
     that build their own."""
     from ctxlens.lm.loading import load
 
@@ -278,7 +118,7 @@ def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict
     lm = loaded[spec] if spec in loaded else load(spec, **load_options)
     for need in exp.needs:
         lm.family.require(need, spec)
-    return lm, _prepare(lm, model_options) or {}
+    return lm, prepare(lm, model_options) or {}
 
 
 def run(
@@ -338,7 +178,7 @@ def run(
     load_options = {k: model_options[k] for k in LOAD_KEYS if model_options.get(k) is not None}
     if "device" in load_options:
         load_options["device"] = shard.device(load_options["device"])
-    writer = _Writer(out, run_cfg, shard, load_options.get("device"))
+    writer = RunWriter(out, run_cfg, shard, load_options.get("device"))
     job = _Job(exp, config, options, models, out, shard, load_options, model_options, dict(loaded or {}), progress,
                announce, max_hours)
     try:
@@ -400,13 +240,6 @@ def _plan_models(job: _Job) -> list[tuple]:
     return planned
 
 
-def extrapolating(model_options: dict) -> bool:
-    """Whether lengths beyond the positions are allowed: --allow-extrapolation, or a changed RoPE
-    (``LM.set_rope`` allows them, as ``_prepare`` applies it)."""
-    return any(model_options.get(k) is not None and model_options.get(k) is not False
-               for k in ("allow_extrapolation", "rope_theta", "rope_scaling"))
-
-
 def _config_info(spec: str, read_options: dict):
     """``spec``'s ModelInfo from its config, or None when the config cannot be read here (then the
     load says why, and the model checks its lengths as it runs)."""
@@ -418,7 +251,7 @@ def _config_info(spec: str, read_options: dict):
         return None
 
 
-def _run_models(job: _Job, writer: _Writer) -> RunResult:
+def _run_models(job: _Job, writer: RunWriter) -> RunResult:
     """Each model with units left loaded, checked and run unit by unit through ``writer``; the store
     (a ``FinishedRun`` when nothing was left and nothing was opened)."""
     exp, out, shard, model_options, progress = job.exp, job.out, job.shard, job.model_options, job.progress
@@ -445,7 +278,7 @@ def _run_models(job: _Job, writer: _Writer) -> RunResult:
                 part = partial.PartialUnit(out, key, partial.fingerprint(
                     key, writer.fingerprints.get(spec), [dataclasses.asdict(mp.config), model_options, columns]),
                     functools.partial(writer.ensure, listed_now))
-                meter = _meter(exp, mp.config, unit, f"unit {n + 1}/{len(todo)}") if progress else None
+                meter = unit_meter(exp, mp.config, unit, f"unit {n + 1}/{len(todo)}") if progress else None
                 began = time.perf_counter()
                 with progress_channel.unit(meter, part):
                     rows = [{**unit, **columns, **row} for row in exp.run(lm, mp.config, unit, cache)]
@@ -465,42 +298,6 @@ def _run_models(job: _Job, writer: _Writer) -> RunResult:
     store = writer.open(job.models)  # every model is finished or committed: the config lists them all
     dist.barrier(shard, job.load_options.get("device"))
     return store
-
-
-def _meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
-    """The unit's token meter: its total from the experiment's ``work`` hook (None: not known)."""
-    works = plans.unit_work(exp, config, unit)
-    total = sum(w.prompt_tokens + w.new_tokens for w in works) if works else None
-    return progress_channel.Meter(label, total, lambda line: tqdm.write(line, file=sys.stderr))
-
-
-@contextmanager
-def count_tokens(lm):
-    """Count the tokens every forward of ``lm`` runs into the current unit's meter: the input
-    embedding sees ``[B, L]`` ids per call (one call per generated token), and each of the
-    ``n_layers`` decoder layers then adds ``B * L / n_layers``, so a long prefill (one forward)
-    moves the meter as it goes; without decoder layers the embedding adds all. No-op without a model."""
-    embed = getattr(getattr(lm, "model", None), "get_input_embeddings", None)
-    module = embed() if callable(embed) else None
-    layers = list(getattr(lm, "layers", None) or [])
-    share = [0.0]  # the tokens of the forward in flight, per layer
-
-    def embedded(_m, args, _out) -> None:
-        n = int(args[0].numel()) if args and hasattr(args[0], "numel") else 0
-        if layers:
-            share[0] = n / len(layers)
-        else:
-            progress_channel.advance(n)
-
-    handles = [module.register_forward_hook(embedded)] if module is not None else []
-    if handles:
-        handles += [layer.register_forward_hook(lambda _m, _a, _o: progress_channel.advance(share[0]))
-                    for layer in layers]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def _announce(job: _Job, mp, lm, todo, n_units) -> None:
@@ -531,29 +328,3 @@ def _announce(job: _Job, mp, lm, todo, n_units) -> None:
 def _one_line(err: Exception) -> str:
     text = " ".join(str(err).split())
     return text[:200] or type(err).__name__
-
-
-class RunResult(Protocol):
-    """What ``run`` returns: the ``RunStore`` it wrote through, or a ``FinishedRun``."""
-
-    dir: Path
-    repairs: list[str]
-    results_path: Path
-
-    def rows(self) -> list[Row]: ...
-
-    def done(self) -> set[str]: ...
-
-
-class FinishedRun:
-    """What ``run`` returns for a run that had nothing left to do: its rows, read-only."""
-
-    def __init__(self, directory: Path, results_name: str):
-        self.dir, self.results_path = directory, directory / results_name
-        self.repairs: list[str] = []
-
-    def rows(self) -> list[Row]:
-        return read_rows(self.dir)
-
-    def done(self) -> set[str]:
-        return committed_units(self.dir)

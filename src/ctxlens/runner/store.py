@@ -29,7 +29,8 @@ Several ranks may share a directory, each writing its own pair of files
 An archived run (``ctxlens archive``, ``ctxlens.runner.archive``) keeps a results file gzip-compressed
 as ``results.jsonl.gz`` (``results.rank{R}.jsonl.gz``) beside its plain commit log. Every reader
 here reads either form (the plain file when both are there) under the same commit rule; a cut-off
-or corrupt ``.gz``, or one that decompresses to more than ``MAX_ARCHIVED_BYTES``, is one sentence.
+or corrupt ``.gz``, or one that decompresses to more than ``MAX_ARCHIVED_BYTES``, is one sentence
+(``ctxlens.runner.compression``).
 A writer never appends to an archived run: ``RunStore`` refuses a directory holding the ``.gz``
 form of its results file (the log's offsets would point into a file that is not there) and says
 how to unpack it; a finished archived run is still read, and ``ctxlens run`` on it writes nothing.
@@ -44,28 +45,28 @@ What a store refuses, before changing any byte (one sentence each):
 - committed rows that do not match their commit log (a line edited or corrupted in the middle):
   repair only ever cuts the uncommitted tail, so it first checks that every committed unit's
   rows are where its log says and parse as JSON.
+
+The checks a directory passes before any of this, and its ``config.yaml`` read back and compared,
+are ``ctxlens.runner.rundir``'s.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import math
 import os
 import re
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
 
-from ctxlens.core import files, yaml_safe
+from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.units import Row, Unit
+from ctxlens.runner.compression import ARCHIVE_SUFFIX, archived, gunzip
 from ctxlens.runner.lock import WriterLock
-
-_UNSET = "<unset>"
+from ctxlens.runner.rundir import check_config, check_ours, read_config
 
 
 def _clean(value):
@@ -139,45 +140,6 @@ def _committed_rows(path: Path, data: bytes, entries: list[dict]) -> list[Row]:
     return rows
 
 
-ARCHIVE_SUFFIX = ".gz"
-MAX_ARCHIVED_BYTES = 64 << 20  # decompressed bytes of one archived results file: 64 MiB (over 60x the largest
-# committed run's rows), so the rows parsed from it (about 5x in memory) fit what card and report hold
-_CHUNK = 1 << 22
-
-
-def archived(path: Path) -> Path:
-    """The archived (gzip) form of the results file ``path``: ``results.jsonl`` -> ``results.jsonl.gz``."""
-    return path.with_name(path.name + ARCHIVE_SUFFIX)
-
-
-def gunzip(path: Path, raw: bytes, limit: int | None = None) -> bytes:
-    """The bytes the gzip data ``raw`` (read from ``path``) holds, at most ``limit`` of them
-    (``MAX_ARCHIVED_BYTES`` when None): decompression stops within one chunk (4 MiB) past the
-    limit, so a decompression bomb costs at most that much memory. Empty, truncated, corrupt or
-    oversized data is one sentence."""
-    limit = MAX_ARCHIVED_BYTES if limit is None else limit
-    chunks, size = [], 0
-    try:
-        if not raw:
-            raise EOFError("the file is empty")
-        with gzip.GzipFile(fileobj=io.BytesIO(raw), mode="rb") as f:
-            while size <= limit and (chunk := f.read(_CHUNK)):  # GzipFile decompresses no more than asked for
-                chunks.append(chunk)
-                size += len(chunk)
-    except (OSError, EOFError, zlib.error) as err:
-        raise CtxlensError(
-            f"{path} is not a complete gzip file ({' '.join(str(err).split())[:120] or type(err).__name__}), so its "
-            "rows cannot be read and nothing was modified; restore the file from where the run was archived, "
-            "or run the experiment again in a new --out directory."
-        ) from None
-    if size > limit:
-        raise CtxlensError(
-            f"{path} decompresses to more than {limit:,} bytes, more than ctxlens reads from one archived results "
-            "file, so nothing was read; if it is a genuine run's rows, unpack it with `gzip -dk` and remove the .gz."
-        )
-    return b"".join(chunks)
-
-
 def read_results(path: Path) -> tuple[bytes, Path]:
     """The bytes of the results file ``path`` and the file they came from: ``path`` itself when
     it is there, else its archived form decompressed (``gunzip``); (b"", path) when neither is."""
@@ -245,29 +207,6 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
     return done
 
 
-def read_config(directory: str | os.PathLike) -> dict | None:
-    """The run's ``config.yaml``, or None when there is none (read-only)."""
-    path = Path(directory) / "config.yaml"
-    files.refuse_link_or_special(path)
-    if not path.exists():
-        return None
-    try:
-        config = yaml_safe.load(files.read_text(path), str(path))
-    except UnicodeDecodeError:
-        config = None
-    if not isinstance(config, dict):
-        raise CtxlensError(f"{path} does not hold a run configuration; restore it, or start the run again in a "
-                           "new --out directory.")
-    return config
-
-
-_OURS = re.compile(r"(config\.yaml|env\.json|(results|units)(\.rank\d+)?\.jsonl|results(\.rank\d+)?\.jsonl\.gz"
-                   r"|\.ctxlens-lock(\.rank\d+)?|\..+\.\d+\.tmp)")
-_RUN_FILES = re.compile(r"(config\.yaml|(results|units)(\.rank\d+)?\.jsonl|results(\.rank\d+)?\.jsonl\.gz"
-                        r"|env\.json)")
-_RESULTS = re.compile(r"results(\.rank\d+)?\.jsonl(\.gz)?")
-
-
 def results_files(directory: str | os.PathLike) -> list[Path]:
     """Every results file of a run directory by its plain name (``read_results`` reads either
     form), each once: ``results*.jsonl`` and the archived ``results*.jsonl.gz`` without a plain twin."""
@@ -275,52 +214,6 @@ def results_files(directory: str | os.PathLike) -> list[Path]:
     plain = {p.name for p in directory.glob("results*.jsonl")}
     plain |= {p.name.removesuffix(ARCHIVE_SUFFIX) for p in directory.glob("results*.jsonl.gz")}
     return [directory / name for name in sorted(plain)]
-
-
-def check_ours(directory: str | os.PathLike) -> None:
-    """Raise unless ``directory`` (if it exists) is empty or a ctxlens run: some run file of ours
-    in it, none of them a link or special file, and no results file without its commit log.
-    Reads names and file types only; changes nothing."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return
-    names = [p.name for p in directory.iterdir()]
-    for name in names:
-        if _OURS.fullmatch(name):
-            files.refuse_link_or_special(directory / name)
-        elif name == "partial" and (directory / name).is_symlink():  # samples of units in flight (runner.partial)
-            raise CtxlensError(f"{directory / name} is a symbolic link; ctxlens never reads or writes run files "
-                               "through links, so remove it or use a new directory.")
-    foreign = [n for n in names if not _OURS.fullmatch(n) and n != "partial"]
-    if foreign and not any(_RUN_FILES.fullmatch(n) for n in names):
-        raise CtxlensError(f"{directory} holds files but is not a ctxlens run directory; pass a new or empty "
-                           "--out directory.")
-    for name in names:
-        if m := _RESULTS.fullmatch(name):
-            units = f"units{m.group(1) or ''}.jsonl"
-            if units not in names and (directory / name).stat().st_size > 0:
-                raise CtxlensError(
-                    f"{directory / name} has rows but its commit log {units} is missing, so ctxlens cannot tell "
-                    f"committed rows from foreign ones and will not touch it; restore {units}, or move "
-                    f"{name} away to start the run afresh."
-                )
-
-
-def check_config(directory: str | os.PathLike, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
-    """Raise if ``directory`` holds a run whose ``config.yaml`` differs from ``config`` in ``compare_keys``
-    (all keys when None); touches nothing, so a run can check before it writes anything."""
-    old = read_config(directory)
-    if old is None:
-        return
-    new = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))  # compare as stored, so tuples equal lists
-    keys = list(compare_keys) if compare_keys is not None else list(dict.fromkeys([*old, *new]))
-    diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys
-             if old.get(k, _UNSET) != new.get(k, _UNSET)]
-    if diffs:
-        raise CtxlensError(
-            f"{directory} already holds a run with a different configuration ({'; '.join(diffs)}); "
-            "use a new --out directory or the same options."
-        )
 
 
 class RunStore:

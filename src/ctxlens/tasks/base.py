@@ -117,6 +117,16 @@ EXTRA_OPTIONS = {
 
 _KINDS = {"depths": list, "gamma": float}  # options whose RULER default is None
 
+MAX_ITEMS = 1 << 22  # no prompt ctxlens builds is longer (``tasks export``'s --lengths bound)
+_TOKEN = "each takes a prompt token at least"
+BOUNDS = {  # the count options of the tasks: (least, most, why), declared once, checked with each value
+    "num_needle_k": (1, MAX_ITEMS, _TOKEN), "num_needle_v": (1, MAX_ITEMS, _TOKEN),
+    "num_needle_q": (1, MAX_ITEMS, _TOKEN), "num_chains": (1, MAX_ITEMS, _TOKEN), "num_hops": (1, MAX_ITEMS, _TOKEN),
+    "freq_cw": (1, MAX_ITEMS, _TOKEN), "freq_ucw": (1, MAX_ITEMS, _TOKEN), "num_cw": (1, MAX_ITEMS, _TOKEN),
+    "vocab_size": (0, MAX_ITEMS, "the vocabulary is drawn whole; RULER's is a fiftieth of the length"),
+    "coded_wordlen": (1, 64, "RULER's coded words have 6 letters"),
+}
+
 
 def taken_by(name: str) -> set[str]:
     """Option names task ``name`` takes: its RULER arguments and ``EXTRA_OPTIONS``."""
@@ -152,6 +162,11 @@ def check_options(names: list[str], options: dict) -> None:
 
 
 def _check_value(task: str, key: str, value) -> None:
+    if key in BOUNDS:
+        least, most, why = BOUNDS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise CtxlensError(f"Task option {key}={clip(value)} is out of bounds: it must be a whole number from "
+                               f"{least:,} to {most:,} ({why}); fix its value.")
     spec = get_task(task)
     allowed = choices(spec.family, key) if key in spec.options else None
     if allowed is not None and value not in allowed:

@@ -72,6 +72,7 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
     spec = get_task(task)
     _check_positive("length", length)
     _check_positive("n", n)
+    _check_machine(task, n, length)
     options = dict(options or {})
     check_options([task], options)
     budget = spec.budget if budget is None else int(budget)
@@ -99,6 +100,26 @@ def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, templa
     if folder is not None:
         save(samples, folder)
     return samples
+
+
+PROMPT_BYTES_PER_TOKEN = 32  # a sample held in memory: its prompt text (about 4 characters a token), ids and pieces
+#                              (measured 4 to 14 bytes a token with the byte tokenizer; 32 leaves room)
+
+
+def _check_machine(task: str, n: int, length: int) -> None:
+    """Refuse, before any sample is built, a batch whose prompts alone would take more than half of this
+    machine's memory (a batch is held whole while it is built and scored)."""
+    import os
+
+    need = n * length * PROMPT_BYTES_PER_TOKEN
+    try:
+        have = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if need > have // 2:
+        raise CtxlensError(f"{n:,} samples of task '{task}' at {length:,} tokens need about {need / 2**30:,.1f} GiB "
+                           f"for their prompts, more than this machine can give (memory {have / 2**30:,.1f} GiB); use "
+                           "fewer samples (--n-samples, --n) or shorter lengths.")
 
 
 def _build(setup: Setup, index: int) -> Sample:

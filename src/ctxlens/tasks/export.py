@@ -131,6 +131,9 @@ def load_tokenizer(spec: str):
     if fast is not None:
         return fast
     if Path(where).is_dir():
+        import ctxlens.lm.model_files as model_files
+
+        model_files.check_directory(where)  # transformers reads its files whole: each bounded first
         check_tokenizer_json(Path(where))
     from transformers import AutoTokenizer
 

@@ -16,7 +16,7 @@ import math
 import string
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.tasks.base import Draft, Sample, Setup, Task, count, finish, register, too_short
+from ctxlens.tasks.base import Draft, Sample, Setup, Task, TooShort, count, finish, register, too_short
 from ctxlens.tasks.fit import fit_knob, refine
 
 TEMPLATE = (
@@ -46,6 +46,10 @@ def counts(total: int, vocab: int, alpha: float) -> list[int]:
 
 def vocabulary(rng, size: int, letters: int) -> list[str]:
     """``size`` distinct random lower-case words in random rank order, rank 1 replaced by '...'."""
+    if size > 26 ** letters // 2:  # drawn at random until distinct: never more than half of what there is
+        raise CtxlensError(f"fwe needs {size:,} different coded words, but words of {letters} letter(s) give only "
+                           f"{26 ** letters:,} (at most half are drawn); raise --coded-wordlen or lower "
+                           "--vocab-size.")
     vocab: set[str] = set()
     while len(vocab) < size:
         vocab.add("".join(rng.choices(string.ascii_lowercase, k=letters)))
@@ -58,6 +62,13 @@ def vocabulary(rng, size: int, letters: int) -> list[str]:
 def build(setup: Setup, index: int) -> Sample:
     alpha, letters = float(setup.option("alpha")), int(setup.option("coded_wordlen"))
     size = int(setup.option("vocab_size") or 0) or max(5, setup.target // 50)
+    if size < 4:  # the answer is ranks 2 to 4
+        raise CtxlensError(f"fwe needs a vocabulary of 4 words at least (its answer is the words of ranks 2 to 4), got "
+                           f"--vocab-size {size}; use 4 or more, or 0 for RULER's (a fiftieth of the length).")
+    if size > max(5, setup.target):  # ranks past the prompt's tokens never appear; a larger draw only costs time
+        raise TooShort(f"Task 'fwe' with a vocabulary of {size:,} words needs more than {setup.length:,} tokens (words "
+                       f"past rank {setup.target:,} could never appear in its text); use a --vocab-size of at most "
+                       f"{setup.target:,}, 0 for RULER's (a fiftieth of the length), or longer lengths.")
     vocab = vocabulary(setup.rng(index), size, letters)
     before, after = TEMPLATE.format(context="\x00").split("\x00")
 

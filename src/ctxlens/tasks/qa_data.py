@@ -22,13 +22,13 @@ question has one answer.
 from __future__ import annotations
 
 import functools
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctxlens.core import yaml_safe
 from ctxlens.core.errors import CtxlensError, unknown
-from ctxlens.core.files import open_input
+from ctxlens.core.files import read_input
 
 DATASETS = ("squad", "hotpotqa")
 
@@ -89,14 +89,19 @@ def read_hotpotqa(path: str | Path) -> QASource:
     return _checked(QASource(f"hotpotqa:{path}", docs, qas), path)
 
 
+MAX_QA_BYTES = 256 << 20  # RULER reads SQuAD v2's dev set (4.4 MB) and HotpotQA's distractor dev set (46 MB)
+
+
 def _read_json(path: str | Path):
+    """A QA file parsed as JSON: a FIFO refused, its size checked on the open file before it is read
+    (``MAX_QA_BYTES``), its nesting bounded (``yaml_safe.load_json``: a deeply nested file is one sentence,
+    not a RecursionError)."""
     try:
-        with open_input(Path(path).expanduser(), "QA file") as f:  # a FIFO is refused, never waited on
-            return json.loads(f.read().decode("utf-8"))
+        raw = read_input(Path(path).expanduser(), MAX_QA_BYTES, "QA file", "give SQuAD v2's dev-v2.0.json or "
+                         "HotpotQA's hotpot_dev_distractor_v1.json, or use 'builtin'")
     except FileNotFoundError:
         raise CtxlensError(f"QA file '{path}' does not exist; check the path or use 'builtin'.") from None
-    except json.JSONDecodeError as err:
-        raise CtxlensError(f"QA file '{path}' is not valid JSON ({err.msg}, line {err.lineno}).") from None
+    return yaml_safe.load_json(raw, f"QA file '{path}'", limit=MAX_QA_BYTES)
 
 
 def _checked(source: QASource, path) -> QASource:

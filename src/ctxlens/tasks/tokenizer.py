@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from ctxlens.lm.model_files import LIMITS
+
 FILES = ("tokenizer.json", "tokenizer_config.json")
 # tokenizer_config.json keys that do not change text -> ids (anything else: transformers decides)
 INERT = {
@@ -98,12 +100,18 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
     folder = Path(directory)
     if not all((folder / name).is_file() for name in FILES):
         return None
+    import ctxlens.lm.model_files as model_files
     from ctxlens.core import yaml_safe
     from ctxlens.core.errors import CtxlensError
 
+    model_files.check_directory(folder)  # what transformers would read on a fallback, too: bounded first
     try:
-        config = yaml_safe.load_json((folder / "tokenizer_config.json").read_text(encoding="utf-8"), "config")
-    except (OSError, ValueError, CtxlensError):
+        raw = model_files.read(folder / "tokenizer_config.json")  # a file over its bound is one sentence
+    except OSError:
+        return None
+    try:
+        config = yaml_safe.load_json(raw.decode("utf-8"), "config")
+    except (ValueError, CtxlensError):
         return None
     if not isinstance(config, dict) or any(k not in INERT and k not in SPECIAL_KEYS for k in config):
         return None
@@ -129,7 +137,7 @@ def from_files(directory: str | Path) -> FileTokenizer | None:
     return FileTokenizer(backend, specials, template, where)
 
 
-MAX_TOKENIZER_BYTES = 256 << 20  # the largest tokenizer.json ctxlens reads (real ones are under 40 MB)
+MAX_TOKENIZER_BYTES = LIMITS["tokenizer.json"]  # the largest tokenizer.json ctxlens reads (real ones: under 40 MB)
 
 
 def check_tokenizer_json(folder: Path) -> None:
@@ -143,10 +151,9 @@ def check_tokenizer_json(folder: Path) -> None:
     if not path.is_file():
         return
     fix = "restore the model's tokenizer files or give another --tokenizer"
-    if path.stat().st_size > MAX_TOKENIZER_BYTES:
-        raise CtxlensError(f"{path} is larger than {MAX_TOKENIZER_BYTES >> 20} MB; {fix}.")
+    raw = files.read_input(path, MAX_TOKENIZER_BYTES, "Tokenizer file", fix)  # the size checked on the open file
     try:
-        data = yaml_safe.load_json(files.read_text(path), str(path))
+        data = yaml_safe.load_json(raw.decode("utf-8"), str(path))
     except UnicodeDecodeError:
         raise CtxlensError(f"{path} is not UTF-8 text; {fix}.") from None
     except CtxlensError as err:
@@ -169,11 +176,21 @@ def _content(token) -> str | None:
 def _chat_template(folder: Path, in_config) -> str | Literal[False] | None:
     """The default chat template (a ``chat_template.jinja`` file first, as transformers reads it),
     None when there is none, False when it cannot be told which one transformers would use."""
+    import ctxlens.lm.model_files as model_files
+    from ctxlens.core.errors import CtxlensError
+
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        try:
+            return model_files.read(jinja).decode("utf-8")  # its size checked on the open file, then read
+        except UnicodeDecodeError:
+            raise CtxlensError(f"Chat template '{jinja}' is not UTF-8 text; {model_files.FIX}.") from None
     if (folder / "chat_template.json").is_file() or (folder / "additional_chat_templates").exists():
         return False
+    if isinstance(in_config, str) and len(in_config) > model_files.TEMPLATE_BYTES:
+        raise CtxlensError(f"The chat template in '{folder / 'tokenizer_config.json'}' is {len(in_config):,} "
+                           f"characters, more than the {model_files.TEMPLATE_BYTES >> 20} MiB ctxlens reads; "
+                           f"{model_files.FIX}.")
     if in_config is None or isinstance(in_config, str):
         return in_config
     return False  # a list of named templates

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import string
 
-from ctxlens.tasks.base import Sample, Setup, Task, finish, register
+from ctxlens.core.errors import CtxlensError
+from ctxlens.tasks.base import Sample, Setup, Task, TooShort, finish, register
 from ctxlens.tasks.fit import Stream, fit_knob
 from ctxlens.tasks.layout import Insert, fit_stream, shared_stream, stream_draft
 from ctxlens.tasks.niah import DEPTHS, on_random_lines
@@ -36,10 +37,17 @@ ICL_TOKENS = 500
 
 def chains(rng, n_chains: int, n_hops: int, letters: int) -> tuple[list[list[str]], list[list[str]]]:
     """(variable names, assignment lines) of ``n_chains`` chains of ``n_hops`` hops."""
+    need, capacity = n_chains * (n_hops + 1), 26 ** letters
+    if need > capacity // 2:  # drawn at random until distinct: never more than half of what there is
+        raise CtxlensError(f"vt needs {need:,} different variable names ({n_chains:,} chains of {n_hops:,} hops), but "
+                           f"names of {letters} letters give only {capacity:,} (at most half are drawn); lower "
+                           "--num-chains / --num-hops.")
     names: list[str] = []
-    while len(names) < n_chains * (n_hops + 1):
+    seen: set[str] = set()
+    while len(names) < need:
         name = "".join(rng.choices(string.ascii_uppercase, k=letters))
-        if name not in names:
+        if name not in seen:
+            seen.add(name)
             names.append(name)
     out_vars, out_lines = [], []
     for c in range(n_chains):
@@ -101,6 +109,10 @@ def _example(setup: Setup, rng, n_chains: int, n_hops: int, essay: bool) -> list
 
 def build(setup: Setup, index: int) -> Sample:
     n_chains, n_hops = int(setup.option("num_chains")), int(setup.option("num_hops"))
+    if n_chains * (n_hops + 1) > setup.target:  # every variable takes a token at least: it can never fit
+        raise TooShort(f"Task 'vt' with {n_chains:,} chains of {n_hops:,} hops needs more than {setup.length:,} "
+                       f"tokens ({n_chains * (n_hops + 1):,} variables take a token each at least, and a "
+                       f"{setup.budget}-token budget); use longer lengths or fewer --num-chains / --num-hops.")
     essay = setup.option("type_haystack") == "essay"
     rng = setup.rng(index)
     example = _example(setup, rng, n_chains, n_hops, essay)

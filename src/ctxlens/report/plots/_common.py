@@ -8,12 +8,25 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ctxlens.core.declared_names import NAMES
+from ctxlens.core.errors import CtxlensError
 from ctxlens.report.figures import legend, style
+from ctxlens.row_access import declared_names
 
 
 def col(df: pd.DataFrame, name: str) -> pd.Series:
-    """Column ``name``, or all-missing when the rows lack it."""
-    return df[name] if name in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
+    """Column ``name``, or all-missing when the rows lack it; a name that is neither a column of ``df`` nor
+    declared by an experiment whose rows it holds raises (``ctxlens.row_access``: a misspelled column
+    would otherwise plot as missing)."""
+    if name in df.columns:
+        return df[name]
+    found = [str(e) for e in df["experiment"].dropna().unique()] if "experiment" in df.columns else []
+    if found and not any(name in declared_names(e) for e in found if e in NAMES):
+        if all(e in NAMES for e in found):
+            raise CtxlensError(f"A plotter read column {name!r} of {', '.join(sorted(found))} rows, which no such "
+                               "experiment declares; read a declared column, or declare it in the experiment's "
+                               "columns=(...).")
+    return pd.Series([None] * len(df), index=df.index, dtype=object)
 
 
 def having(df: pd.DataFrame, **equal) -> pd.DataFrame:

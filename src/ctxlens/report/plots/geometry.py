@@ -16,7 +16,8 @@ from ctxlens.report.figures import Panel, figure, integer_axis, log2_axis, set_l
 from ctxlens.report.plots._common import col, draw_lines, finish, groups, numeric, varying
 from ctxlens.report.registry import plotter
 
-PAPER = heading("geometry")  # the captions' first sentence
+PAPER_ID = "geometry"  # the paper these sections reproduce (their place in the report)
+PAPER = heading(PAPER_ID)  # the captions' first sentence
 GEOMETRY = ("accs", "self_sim", "anisotropy")
 LABELS = {"accs": "ACCS (cosine)", "self_sim": "self-similarity (cosine)", "anisotropy": "anisotropy (mean cosine)",
           "compression_rate": "prefix compression rate (LZMA / raw)"}
@@ -43,7 +44,7 @@ def geometry_panel(df: pd.DataFrame, ctx, name: str, x: str, xlabel: str, title:
 
 
 @plotter("accs-layers", title="ACCS, self-similarity and anisotropy vs layer", paper=f"{PAPER} Section 4, Figure 1",
-         metrics=GEOMETRY)
+         metrics=GEOMETRY, paper_id=PAPER_ID)
 def accs_layers(df, ctx):
     return [geometry_panel(df, ctx, "accs-layers", "layer", "layer (index)",
                            "Suffix geometry vs layer, distant prefix shuffled",
@@ -51,7 +52,7 @@ def accs_layers(df, ctx):
 
 
 @plotter("accs-boundary", title="ACCS vs relative boundary of the shuffled prefix",
-         paper=f"{PAPER} Section 5.2, Figure 4, Tables 4-5", metrics=GEOMETRY)
+         paper=f"{PAPER} Section 5.2, Figure 4, Tables 4-5", metrics=GEOMETRY, paper_id=PAPER_ID)
 def accs_boundary(df, ctx):
     return [geometry_panel(df, ctx, "accs-boundary", "boundary",
                            "shuffled up to relative boundary (fraction of prefix)",
@@ -62,7 +63,7 @@ def accs_boundary(df, ctx):
 
 
 @plotter("accs-length", title="ACCS vs length on periodic sequences",
-         paper=f"{PAPER} Section 5.3, Figure 5, Tables 6-7", metrics=(*GEOMETRY, "compression_rate"))
+         paper=f"{PAPER} Section 5.3, Figure 5, Tables 6-7", metrics=(*GEOMETRY, "compression_rate"), paper_id=PAPER_ID)
 def accs_length(df, ctx):
     return [geometry_panel(df, ctx, "accs-length", "length", "sequence length (tokens)",
                            "Suffix geometry vs length, whole prefix shuffled", extra=("compression_rate",), log2=True,
@@ -70,7 +71,8 @@ def accs_length(df, ctx):
 
 
 @plotter("anisotropy-compression", title="Anisotropy vs prefix compression rate",
-         paper=f"{PAPER} Section 5.1, Figure 3; Appendix D, Figure 7", metrics=("anisotropy", "compression_rate"))
+         paper=f"{PAPER} Section 5.1, Figure 3; Appendix D, Figure 7", metrics=("anisotropy", "compression_rate"),
+         paper_id=PAPER_ID)
 def anisotropy_compression(df, ctx):
     data = numeric(df, "compression_rate", "anisotropy")
     styles = varying(data, ("length", "layer", "stream"))
@@ -85,7 +87,7 @@ def anisotropy_compression(df, ctx):
 
 
 @plotter("suffix-ppl", title="Suffix perplexity vs length", paper=f"{PAPER} Section 4, Appendix C Table 3",
-         metrics=("nll", "ppl"))
+         metrics=("nll", "ppl"), paper_id=PAPER_ID)
 def suffix_ppl(df, ctx):
     data = numeric(df, "length", "nll", "ppl")
     coords = [c for c in ("prefix_len", "suffix_len", "n_tokens") if c in data]
@@ -102,7 +104,7 @@ def suffix_ppl(df, ctx):
 
 
 @plotter("rope-theta-sweep", title="Suffix perplexity, needle accuracy and ACCS vs RoPE theta",
-         paper=f"{PAPER} Section 4, Figure 2, Table 8", metrics=("ppl", "accuracy", "accs"))
+         paper=f"{PAPER} Section 4, Figure 2, Table 8", metrics=("ppl", "accuracy", "accs"), paper_id=PAPER_ID)
 def rope_theta_sweep(df, ctx):
     data = numeric(df, "theta", "ppl", "accuracy", "accs", "own_theta")
     views = [("suffix-ppl", "ppl", "suffix perplexity", ["length"]),
@@ -137,7 +139,7 @@ def _rank_bins(ranks: np.ndarray) -> np.ndarray:
 
 
 @plotter("collapse-modes", title="Mean -log p of every vocabulary entry by frequency rank",
-         paper=f"{PAPER} Appendix D, Figure 9", metrics=("nll",))
+         paper=f"{PAPER} Appendix D, Figure 9", metrics=("nll",), paper_id=PAPER_ID)
 def collapse_modes(df, ctx):
     data = numeric(df, "rank_low", "rank_high", "nll", "unigram_nll", "uniform_nll", "anisotropy")
     data["rank"] = np.sqrt(data["rank_low"] * data["rank_high"])

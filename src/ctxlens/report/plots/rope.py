@@ -26,12 +26,13 @@ from ctxlens.report.plots._common import (
 )
 from ctxlens.report.registry import plotter
 
-PAPER = heading("rope-distance")  # the captions' first sentence
+PAPER_ID = "rope-distance"  # the paper these sections reproduce (their place in the report)
+PAPER = heading(PAPER_ID)  # the captions' first sentence
 DIM = "RoPE pair index (0 = highest frequency)"
 
 
 @plotter("rope-dims", title="How often each RoPE dimension is among the top-k contributors",
-         paper=f"{PAPER} Section 4.1, Figure 1", metrics=("share",))
+         paper=f"{PAPER} Section 4.1, Figure 1", metrics=("share",), paper_id=PAPER_ID)
 def rope_dims(df, ctx):
     data = numeric(df, "dim", "share", "layer")
     data["share"] = data["share"] * 100
@@ -104,14 +105,15 @@ def _curves(df: pd.DataFrame, ctx, name: str, title: str, styles_from: tuple[str
 
 
 @plotter("dominant-dimension", title="Dominant RoPE dimension vs relative distance",
-         paper=f"{PAPER} Sections 4.2.1-4.2.2, Figure 3, Appendix A.1-A.3", metrics=("rho", "dominant_dim"))
+         paper=f"{PAPER} Sections 4.2.1-4.2.2, Figure 3, Appendix A.1-A.3", metrics=("rho", "dominant_dim"),
+         paper_id=PAPER_ID)
 def dominant_dimension(df, ctx):
     return _curves(df, ctx, "dominant-dimension", "Dominant dimension vs distance, below and beyond the training "
                    "length", ("transform", "length"))
 
 
 @plotter("positional-heads", title="Heads ranked by distance-dimension correlation",
-         paper=f"{PAPER} Section 4.3.1, Appendix A.3", metrics=("rho",))
+         paper=f"{PAPER} Section 4.3.1, Appendix A.3", metrics=("rho",), paper_id=PAPER_ID)
 def positional_heads(df, ctx):
     heads = numeric(having(df, kind="head"), "rank", "rho", "p_value")
     sel = numeric(having(df, kind="selection"), "fraction", "n_selected")
@@ -137,15 +139,16 @@ def positional_heads(df, ctx):
 
 
 @plotter("head-masking", title="Masking Positional Heads vs random heads", paper=f"{PAPER} Section 4.3.2, Figures 6-9",
-         metrics=("score",))
+         metrics=("score", "ppl"), paper_id=PAPER_ID)
 def head_masking(df, ctx):
-    data = numeric(df, "score", "length", "fraction", "train_length")
-    data.loc[data["task"] == "passkey", "score"] *= 100  # fraction retrieved -> percent
+    data = numeric(df, "score", "ppl", "length", "fraction", "train_length")
+    # the value drawn: a passkey row's score (1 or 0) in percent, a perplexity row's ppl
+    data["value"] = np.where(data["task"] == "passkey", data["score"] * 100, data["ppl"])
     per_draw = data.groupby(["series", "transform", "task", "condition", "fraction", "draw", "length"], dropna=False,
-                            sort=False)["score"].mean().reset_index()  # passkey: mean over depths
+                            sort=False)["value"].mean().reset_index()  # passkey: mean over depths
     table = per_draw.groupby(["series", "transform", "task", "condition", "fraction", "length"], dropna=False,
-                             sort=False)["score"].agg(["mean", "std", "count"]).reset_index()
-    table = table.rename(columns={"mean": "score", "std": "std_over_draws", "count": "draws"})
+                             sort=False)["value"].agg(["mean", "std", "count"]).reset_index()
+    table = table.rename(columns={"mean": "value", "std": "std_over_draws", "count": "draws"})
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = figure(len(tasks), width=3.8, height=2.9)
     conditions = list(dict.fromkeys(zip(table["condition"], table["fraction"])))
@@ -160,7 +163,7 @@ def head_masking(df, ctx):
                 err = line["std_over_draws"].fillna(0).to_numpy(float) if cond == "random" else None
                 label = f"{series}: {cond}" + (f" {frac * 100:g}%" if cond != "none" else "")
                 label += f" [{transform}]" if mine["transform"].nunique() > 1 else ""
-                ax.errorbar(line["length"], line["score"], yerr=err, color=ctx.color(series), capsize=2,
+                ax.errorbar(line["length"], line["value"], yerr=err, color=ctx.color(series), capsize=2,
                             label=label if i == 0 else None, **style(k))
         mark_train_length(ax, data)
         log2_axis(ax, mine["length"])
@@ -172,7 +175,7 @@ def head_masking(df, ctx):
 
 
 @plotter("rope-dim-ablation", title="Zeroing RoPE dimension pairs: loss, attention and dominant dimension",
-         paper=f"{PAPER} Section 4.2.3, Figure 4", metrics=("delta", "tv", "rho"))
+         paper=f"{PAPER} Section 4.2.3, Figure 4", metrics=("delta", "tv", "rho"), paper_id=PAPER_ID)
 def rope_dim_ablation(df, ctx):
     loss = numeric(having(df, kind="loss"), "length", "nll_base", "nll_ablated", "delta", "train_length")
     att = numeric(having(df, kind="attention"), "length", "tv")

@@ -20,7 +20,8 @@ from ctxlens.report.plots._common import col, describe, draw_lines, finish, grou
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import optimal_length
 
-PAPER = heading("intrinsic-entropy")  # the captions' first sentence
+PAPER_ID = "intrinsic-entropy"  # the paper these sections reproduce (their place in the report)
+PAPER = heading(PAPER_ID)  # the captions' first sentence
 CE = "cross-entropy (nats/token)"
 
 
@@ -59,7 +60,8 @@ def power_law(length: np.ndarray, c0: float, c: float, gamma: float) -> np.ndarr
 
 
 @plotter("loss-vs-length", title="Cross-entropy vs visible context, with its power-law fit",
-         paper=f"{PAPER} Section 2.2.2 (Eq. 3, Figure 2), Appendix E (Figure 11)", metrics=("ce", "value"))
+         paper=f"{PAPER} Section 2.2.2 (Eq. 3, Figure 2), Appendix E (Figure 11)", metrics=("ce", "value"),
+         paper_id=PAPER_ID)
 def loss_vs_length(df, ctx):
     measured = mean_sem(having(df, stage="measure"), ["series", "length"], "ce")
     params = fit_params(df, ["series"])
@@ -120,7 +122,7 @@ def _ce_against(df: pd.DataFrame, ctx, quantity: str, key: str | None, xlabel: s
 
 
 @plotter("intrinsic-entropy", title="Eigen-spectra, intrinsic entropy and dimension vs CE",
-         paper=f"{PAPER} Figures 1, 3, 10, 13, 15", metrics=("value",))
+         paper=f"{PAPER} Figures 1, 3, 10, 13, 15", metrics=("value",), paper_id=PAPER_ID)
 def intrinsic_entropy(df, ctx):
     panels = [_spectra(having(df, stage="measure", quantity="relative_eigenvalue"), ctx, "intrinsic-entropy-spectra",
                        "PCA eigen-spectrum of last-token features per context length")]
@@ -160,7 +162,7 @@ def _spectra(rows: pd.DataFrame, ctx, name: str, title: str) -> Panel:
 
 
 @plotter("parity-dimension", title="Sparse parity: feature dimension vs visible subtasks, CE vs dimension",
-         paper=f"{PAPER} Appendix J.3, Figures 16-17", metrics=("value",))
+         paper=f"{PAPER} Appendix J.3, Figures 16-17", metrics=("value",), paper_id=PAPER_ID)
 def parity_dimension(df, ctx):
     measure = numeric(having(df, stage="measure"), "value", "length")
     wide = measure[measure["quantity"].isin(["visible_tasks", "ce", "bayes_risk"])].pivot_table(
@@ -191,7 +193,7 @@ def parity_dimension(df, ctx):
 
 
 @plotter("parity-table", title="Sparse parity: a transformer's loss vs the Bayes risk per context length",
-         paper=f"{PAPER} Section 4.3, Appendix C.4, Table 1", metrics=("loss",))
+         paper=f"{PAPER} Section 4.3, Appendix C.4, Table 1", metrics=("loss",), paper_id=PAPER_ID)
 def parity_table(df, ctx):
     loss = mean_sem(df, ["series", "ctl"], "loss")
     bayes = numeric(df, "bayes_risk").groupby("ctl")["bayes_risk"].first()
@@ -216,7 +218,8 @@ def lowest(table: pd.DataFrame, by: list[str], x: str, y: str) -> pd.DataFrame:
 
 
 @plotter("optimal-context", title="Optimal context length vs training-set size (sparse parity)",
-         paper=f"{PAPER} Section 3 (Eq. 5-6, Figure 4), Appendix F (Figure 12)", metrics=("best_val_loss",))
+         paper=f"{PAPER} Section 3 (Eq. 5-6, Figure 4), Appendix F (Figure 12)", metrics=("best_val_loss",),
+         paper_id=PAPER_ID)
 def optimal_context(df, ctx):
     loss = mean_sem(df, ["series", "n_train", "ctl"], "best_val_loss")
     bayes = numeric(df, "bayes_risk").groupby(["series", "ctl"])["bayes_risk"].first().reset_index()
@@ -281,7 +284,7 @@ def accuracy_vs_visible(df: pd.DataFrame, ctx, facet: str, name: str, title: str
 
 
 @plotter("visible-fraction", title="Accuracy vs visible context on long task prompts",
-         paper=f"{PAPER} Appendix A.3, Figures A.3-1, A.3-2", metrics=("score",))
+         paper=f"{PAPER} Appendix A.3, Figures A.3-1, A.3-2", metrics=("score",), paper_id=PAPER_ID)
 def visible_fraction(df, ctx):
     from ctxlens.report.plots.tasks import examples
 
@@ -292,7 +295,7 @@ def visible_fraction(df, ctx):
 
 
 @plotter("position-weighted-qa", title="Position-weighted QA: accuracy vs visible context per gamma",
-         paper=f"{PAPER} Appendix A.1, Figures 8-9", metrics=("score",))
+         paper=f"{PAPER} Appendix A.1, Figures 8-9", metrics=("score",), paper_id=PAPER_ID)
 def position_weighted_qa(df, ctx):
     from ctxlens.report.plots.tasks import examples
 

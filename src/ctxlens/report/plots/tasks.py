@@ -14,7 +14,8 @@ from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, nume
 from ctxlens.report.registry import plotter
 from ctxlens.tasks.scoring import effective_length, length_means, sustained_length
 
-PAPER = heading("long-sequence")  # the captions' first sentence
+PAPER_ID = "long-sequence"  # the paper these sections reproduce (their place in the report)
+PAPER = heading(PAPER_ID)  # the captions' first sentence
 SCORE = "score (%)"
 N_EXAMPLES = 2  # example generations shown per model and group
 
@@ -61,7 +62,7 @@ def _clip(v, n: int = 300):
 
 
 @plotter("ruler", title="RULER: score per task and length, effective length", paper=f"{PAPER} Table 1, Tables 6-18",
-         metrics=("score",))
+         metrics=("score",), paper_id=PAPER_ID)
 def ruler(df, ctx):
     rows = scored(numeric(df, "length"))
     per_task = _with_flags(mean_sem(rows, ["series", "task", "length"], "score"), numeric(df, "length"))
@@ -107,7 +108,8 @@ def _k(v) -> str:
     return f"{v / 1024:g}K" if v >= 1024 else f"{v:g}"
 
 
-@plotter("niah-depth", title="Needle in a haystack: depth x length", paper=f"{PAPER} Tables 2-3", metrics=("score",))
+@plotter("niah-depth", title="Needle in a haystack: depth x length", paper=f"{PAPER} Tables 2-3", metrics=("score",),
+         paper_id=PAPER_ID)
 def niah_depth(df, ctx):
     rows = scored(numeric(df, "length", "depth", "depth_percent"))
     table = mean_sem(rows, ["series", "length", "depth"], "score")
@@ -129,7 +131,7 @@ def niah_depth(df, ctx):
 
 
 @plotter("niah-format", title="Needle formats: haystack, key and value types", paper=f"{PAPER} Table 4",
-         metrics=("score",))
+         metrics=("score",), paper_id=PAPER_ID)
 def niah_format(df, ctx):
     rows = scored(numeric(df, "length", "depth"))
     rows["format"] = [f"{h}-{k}-{v}" for h, k, v in zip(col(rows, "haystack"), col(rows, "key"), col(rows, "value"))]
