@@ -16,7 +16,9 @@ rows (``results.jsonl.gz``, written by ``ctxlens archive``) are read the same wa
 Rows are read in their experiment's current layout (``ctxlens.row_access.LAYOUTS``: a row an older
 writer made is read through the change, the file is never rewritten) and, for a declared
 experiment, as a ``ctxlens.row_access.Row``: a dict that refuses to read a column the experiment
-does not declare.
+does not declare. Its ``config.yaml`` and ``env.json`` are read through their declarations
+(``ctxlens.core.schema``): one that does not match, or was written by a newer ctxlens, is left out and
+said in ``Run.problems`` in one sentence.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctxlens.core import files, yaml_safe
+from ctxlens.core import files, schema, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.row_access import current, declared_rows
 from ctxlens.runner.store import read_results, read_rows, results_files
@@ -106,7 +108,17 @@ def _read_config(path: Path, problems: list[str]) -> dict | None:
     except (CtxlensError, UnicodeDecodeError) as err:
         problems.append(f"config.yaml could not be read ({str(err).splitlines()[0][:200]})")
         return None
-    return text_safe(data) if isinstance(data, dict) else {"config": text_safe(data)}
+    return _declared(schema.CONFIG.kind, text_safe(data), problems)
+
+
+def _declared(kind: str, data: object, problems: list[str]) -> dict | None:
+    """``data`` (a parsed ``kind`` file of a run) through its declaration; None, said in ``problems``,
+    when it does not match."""
+    try:
+        return schema.validate(kind, data, kind)
+    except CtxlensError as err:
+        problems.append(str(err))
+        return None
 
 
 def _read_env(path: Path, problems: list[str]) -> dict | None:
@@ -118,7 +130,7 @@ def _read_env(path: Path, problems: list[str]) -> dict | None:
     except (CtxlensError, UnicodeDecodeError) as err:
         problems.append(f"env.json could not be read ({str(err)[:200]})")
         return None
-    return data if isinstance(data, dict) else {"env": data}
+    return _declared(schema.ENV.kind, data, problems)
 
 
 def _line_count(path: Path) -> int:
@@ -190,12 +202,14 @@ def _amount(value: object) -> int | float | None:
 
 
 def _profile_states(runs: list[Run]):
-    """(model spec, its state) of every readable ``profile.json`` the ``runs`` belong to."""
+    """(model spec, its state) of every readable ``profile.json`` the ``runs`` belong to (of a version this
+    ctxlens reads: ``core.schema.check_version``)."""
     for root in dict.fromkeys(run.path.parent.parent for run in runs):
         record_file = root / "profile.json"
         try:
             record = (yaml_safe.load_json(files.read_bytes(record_file, yaml_safe.MAX_CHARS, "Profile record"),
                                           str(record_file)) if record_file.is_file() else None)
+            schema.check_version(schema.PROFILE.kind, record, record_file)  # a newer record says nothing
         except (OSError, CtxlensError):
             continue
         models = record.get("models") if isinstance(record, dict) else None

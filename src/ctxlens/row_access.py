@@ -7,7 +7,8 @@ it produces, why, how a row of the older layout is told apart (a run directory r
 version, so each test reads the row itself and holds on older rows only) and how it is brought to
 the new one. ``current(rows)`` applies them in order; ``ctxlens.results.read_run`` reads every run
 so, so the card, the findings, the report and ``ctxlens.results.load`` see one layout, and a
-committed file is never rewritten.
+committed file is never rewritten. A layout's ``version`` is the rows' schema version
+(``row_version``), as ``ctxlens.core.schema`` numbers the versions of the other files ctxlens writes.
 
 **The accessor.** ``declared_rows(rows)`` gives each row of a known experiment as a ``Row``: a
 dict whose ``row["name"]``, ``row.get("name")`` and ``"name" in row`` raise one ``CtxlensError``
@@ -58,6 +59,12 @@ LAYOUTS: tuple[Layout, ...] = (
            "was retrieved, else 0); they now hold it in 'ppl' and 'score' is a passkey row's alone",
            _masking_score_is_ppl, _masking_ppl),
 )
+
+
+def row_version(experiment: str) -> int:
+    """The schema version of ``experiment``'s rows, numbered as ``ctxlens.core.schema`` numbers its files'
+    versions: that of its latest layout, 1 while its rows never changed."""
+    return max((layout.version for layout in LAYOUTS if layout.experiment == experiment), default=1)
 
 
 def current(rows: Iterable[Mapping]) -> list[dict]:

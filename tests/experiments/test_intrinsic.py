@@ -98,7 +98,7 @@ def test_runs_on_other_families(family):
 def test_bad_options():
     with pytest.raises(CtxlensError, match=r"must be in \(0, 1\], got 2.0"):
         make_config(IE.Config, {"thresholds": [0.5, 2]})
-    with pytest.raises(CtxlensError, match=r"must be in \[2, 100000\], got 1"):
+    with pytest.raises(CtxlensError, match=r"must be in \[2, 100,000\], got 1"):
         make_config(IE.Config, {"n_samples": 1})
     config = make_config(IE.Config, {"source": "random", "lengths": [2], "n_samples": 4, "layer": 7})
     with pytest.raises(CtxlensError, match=r"Layer 7 does not exist .*\[-2, 1\]"):

@@ -149,7 +149,7 @@ def test_a_planted_tmp_link_never_redirects_the_profile_record(tmp_path):
         (out / name).symlink_to(target)
     records.write(out, {"models": {}})
     assert target.read_text() == "precious"
-    assert json.loads((out / records.RECORD).read_text()) == {"models": {}}
+    assert json.loads((out / records.RECORD).read_text()) == {"schema": 1, "models": {}}
 
 
 def test_a_planted_tmp_link_never_redirects_atomic_writes(tmp_path):

@@ -137,20 +137,22 @@ def test_failed_commit_leaves_no_orphan_rows(tmp_path):
 def test_config(tmp_path):
     store = RunStore(tmp_path)
     assert store.read_config() is None
-    config = {"model": "tiny", "lengths": (128, 256), "seed": 0}
+    config = {"experiment": "token-loss", "models": ["tiny"], "options": {"lengths": (128, 256)}, "model_options": {}}
     store.write_config(config)
     store.write_config(dict(config))  # same options: resume is fine
-    assert RunStore(tmp_path).read_config() == {"model": "tiny", "lengths": [128, 256], "seed": 0}
-    with pytest.raises(CtxlensError, match=r"already holds a run .*\(seed: 0 -> 1\).*new --out directory"):
-        store.write_config({**config, "seed": 1})
-    store.write_config({**config, "seed": 1}, compare_keys=["model", "lengths"])  # seed not compared
-    assert store.read_config()["seed"] == 1
+    assert RunStore(tmp_path).read_config() == {"schema": 1, "experiment": "token-loss", "models": ["tiny"],
+                                                "options": {"lengths": [128, 256]}, "model_options": {}}
+    seeded = {**config, "model_options": {"seed": 1}}
+    with pytest.raises(CtxlensError, match=r"already holds a run .*\(model_options: \{\} -> \{'seed': 1\}\)"):
+        store.write_config(seeded)
+    store.write_config(seeded, compare_keys=["experiment", "options"])  # model options not compared
+    assert store.read_config()["model_options"] == {"seed": 1}
     assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_env(tmp_path):
     RunStore(tmp_path).write_env({"torch": "2.4", "gpu": None, "mem": np.int64(80)})
-    assert json.loads((tmp_path / "env.json").read_text()) == {"torch": "2.4", "gpu": None, "mem": 80}
+    assert json.loads((tmp_path / "env.json").read_text()) == {"schema": 1, "torch": "2.4", "gpu": None, "mem": 80}
 
 
 # --- read_rows --------------------------------------------------------------------------------

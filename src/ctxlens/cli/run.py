@@ -4,7 +4,8 @@ YAML config file of one run, read and checked, handed to the runner (``ctxlens.r
 A run's own ``config.yaml`` is a config file: ``ctxlens run --config RUN/config.yaml --out NEW`` runs
 the same experiment on the same models with the same options, model options and ``meta`` (what the
 caller stated, e.g. a profile's L, which the card reads). The keys the runner records for itself are
-read and not used, because the new run records them again from the models it loads: ``fingerprints``
+read and not used, because the new run records them again from the models it loads: its version
+(``schema``, ``ctxlens.core.schema``: one newer than this ctxlens reads is refused), ``fingerprints``
 (the weights), ``model_info`` (what each model is) and ``resolved`` (the options filled from each model,
 ``runner.plans``: the same model fills the same values; taking them as given options would apply one
 model's values to every model and change the new run's ``options``).
@@ -17,7 +18,7 @@ from pathlib import Path
 from ctxlens.cli.common import experiment_options
 from ctxlens.core.errors import CtxlensError, suggest
 
-RECORDED_KEYS = ("fingerprints", "resolved", "model_info")  # a run's config.yaml: read, not used (the docstring)
+RECORDED_KEYS = ("schema", "fingerprints", "resolved", "model_info")  # a run's config.yaml: read, not used (docstring)
 CONFIG_KEYS = ("experiment", "model", "models", "out", "options", "model_options", "meta", *RECORDED_KEYS)
 MODEL_OPTIONS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code",
                  "revision", "rope_theta", "rope_scaling", "allow_extrapolation", "rope_layers")
@@ -42,6 +43,10 @@ def read_yaml(path: str) -> dict:
                 f"Unknown key '{key}' in '{path}'.{suggest(str(key), CONFIG_KEYS)} "
                 f"Known keys: {', '.join(CONFIG_KEYS)}."
             )
+    if "schema" in data:
+        from ctxlens.core import schema
+
+        schema.check_version(schema.CONFIG.kind, data, f"Config file '{path}'")
     for key, kinds in (("experiment", str), ("model", str), ("out", str), ("models", (str, list)),
                        ("options", dict), ("model_options", dict), ("meta", dict), ("fingerprints", dict),
                        ("resolved", dict), ("model_info", dict)):

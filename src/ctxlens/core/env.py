@@ -1,4 +1,5 @@
-"""Facts about the environment a run ran in, written to ``env.json``."""
+"""Facts about the environment a run ran in, written to ``env.json`` (its fields and version are declared in
+``ctxlens.core.schema.ENV``; the run store stamps the version, ``ctxlens.results`` reads it back through it)."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ def printable(text: str) -> str:
 ECHO = 80  # most characters of a user's value an error message repeats
 
 
-def clip(value, limit: int = ECHO) -> str:
+def clip(value: object, limit: int = ECHO) -> str:
     """``repr(value)`` cut to ``limit`` characters, marked when cut: for echoing input in errors."""
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import IO, BinaryIO
 
 from ctxlens.core.errors import CtxlensError
 
@@ -52,7 +53,7 @@ def _open(path: Path, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def open_input(path: Path | str, what: str = "Input file"):
+def open_input(path: Path | str, what: str = "Input file") -> BinaryIO:
     """A user's input file opened for reading in binary (links followed: a corpus may be linked), once it
     is known to be a regular file: checked on the descriptor, opened without blocking, so a FIFO, device
     or socket given as a file is one sentence instead of a read that waits forever."""
@@ -71,7 +72,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
-def check_size(f, path: Path | str, limit: int, what: str, fix: str) -> int:
+def check_size(f: IO, path: Path | str, limit: int, what: str, fix: str) -> int:
     """The size of the open file ``f`` (``fstat`` on its descriptor: the file that will be read, not
     whatever the path names by then), after refusing one larger than ``limit`` bytes in one sentence:
     ``what`` and ``path``, the size, the limit and ``fix``."""

@@ -8,9 +8,10 @@ it is first asked for.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 
-def attribute(package: str, where: dict[str, str], name: str, namespace: dict):
+def attribute(package: str, where: dict[str, str], name: str, namespace: dict) -> Any:
     """``package.name``: the object ``where[name]`` defines (cached in ``namespace``), else the
     submodule ``package.name``, else AttributeError."""
     if name not in where:  # a submodule, as ``package.NAME`` after ``import package``

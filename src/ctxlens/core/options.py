@@ -17,7 +17,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 from ctxlens.core.errors import CtxlensError, clip, suggest
 
@@ -71,7 +71,7 @@ Tokens = Annotated[int, between(1, MAX_TOKENS)]  # a span of tokens that is buil
 NonNegativeTokens = Annotated[int, between(0, MAX_TOKENS)]
 
 
-def _coerce(name: str, value, typ):
+def _coerce(name: str, value: Any, typ: Any) -> Any:
     origin = typing.get_origin(typ)
     if origin is Annotated:
         inner, *checks = typing.get_args(typ)
@@ -95,7 +95,7 @@ def _coerce(name: str, value, typ):
     return _scalar(name, value, typ)
 
 
-def _scalar(name: str, value, typ):
+def _scalar(name: str, value: Any, typ: Any) -> Any:
     try:
         if typ is bool:
             if isinstance(value, str):
@@ -126,13 +126,13 @@ def _scalar(name: str, value, typ):
     raise _bad(name, value, getattr(typ, "__name__", str(typ)))
 
 
-def _ascii_number(value) -> None:
+def _ascii_number(value: object) -> None:
     """Python's int() and float() read any script's digits ('١٢٨' is 128); options take ASCII only."""
     if isinstance(value, str) and not value.strip().isascii():
         raise ValueError
 
 
-def _choice(name: str, value, choices: tuple):
+def _choice(name: str, value: Any, choices: tuple) -> Any:
     """``value`` if it is one of ``choices`` (a ``Literal``'s), else the error naming them all."""
     try:
         value = _scalar(name, value, type(choices[0]))
@@ -146,11 +146,11 @@ def _choice(name: str, value, choices: tuple):
     raise CtxlensError(f"Option '{name}' must be one of {', '.join(names)}, got {clip(value)}; {fix}")
 
 
-def _bad(name: str, value, what: str) -> CtxlensError:
+def _bad(name: str, value: object, what: str) -> CtxlensError:
     return CtxlensError(f"Option '{name}' must be {what}, got {clip(value)}; fix its value.")
 
 
-def make_config(cls: type, options: dict):
+def make_config(cls: type, options: dict) -> Any:
     """Build ``cls`` from a dict of options, with clear errors for unknown keys and bad values."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
     hints = typing.get_type_hints(cls, include_extras=True)
@@ -172,14 +172,14 @@ def make_config(cls: type, options: dict):
     return config
 
 
-def positive(name: str, values) -> None:
+def positive(name: str, values: Any) -> None:
     """Raise unless every value is a positive number."""
     for v in values if isinstance(values, (list, tuple)) else [values]:
         if v is None or v <= 0:
             raise _bad(name, v, "positive")
 
 
-def option(default=dataclasses.MISSING, help: str = "", *, factory=dataclasses.MISSING):
+def option(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
     """A config field with its help text: ``n_samples: int = option(8, "windows per length")``.
 
     A mutable default (a list) is given as ``factory``: ``option(factory=lambda: [512], help=...)``.

@@ -11,7 +11,7 @@ not depend on summation order.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -205,8 +205,8 @@ def randomization_p(observed: float, null: Sequence[float], alternative: str = "
     return (1 + hits) / (1 + len(null))
 
 
-def bootstrap(items: Sequence, statistic, n_boot: int = 2000, seed: int = 0, level: float = 0.95
-              ) -> tuple[float, float] | None:
+def bootstrap(items: Sequence, statistic: Callable[[list], float | None], n_boot: int = 2000, seed: int = 0,
+              level: float = 0.95) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``statistic(items)`` resampling whole items (the
     independent unit: a text, a window, a haystack) with replacement; None with fewer than two
     items or when the statistic is undefined on every resample. ``statistic`` takes a list of

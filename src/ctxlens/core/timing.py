@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -14,7 +15,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed_value(fn: Callable, device: str):
+def timed_value(fn: Callable, device: str) -> tuple[Any, float]:
     """(fn(), seconds), with the device synchronised before and after."""
     sync(device)
     t = time.perf_counter()

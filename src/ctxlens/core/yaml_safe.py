@@ -12,6 +12,7 @@ every foreign YAML or JSON file (``--config``, ``config.yaml``, ``env.json``, ``
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import yaml
 
@@ -22,7 +23,7 @@ MAX_CHARS = 64 * 2**20  # default size bound of a parsed text
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    def compose_node(self, parent, index):
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in ctxlens YAML",
@@ -44,7 +45,7 @@ def _too_big(text: str | bytes, where: str, limit: int) -> None:
                            "fix it or remove it.")
 
 
-def load(text: str, where: str, limit: int = MAX_CHARS):
+def load(text: str, where: str, limit: int = MAX_CHARS) -> Any:
     """Parse ``text`` (from ``where``, named in errors); a syntax error, alias, nesting deeper than
     ``MAX_DEPTH`` or text longer than ``limit`` is one sentence."""
     _too_big(text, where, limit)
@@ -65,7 +66,7 @@ def _deep(where: str) -> CtxlensError:
                         "fix it or remove it.")
 
 
-def depth(value) -> int:
+def depth(value: object) -> int:
     """How deeply ``value`` (parsed JSON or YAML) nests lists and dicts, walked without recursion;
     stops counting past ``MAX_DEPTH``."""
     deepest, stack = 0, [(value, 1)]
@@ -79,7 +80,7 @@ def depth(value) -> int:
     return deepest
 
 
-def load_json(text: str | bytes, where: str, limit: int = MAX_CHARS):
+def load_json(text: str | bytes, where: str, limit: int = MAX_CHARS) -> Any:
     """Parse JSON ``text`` (from ``where``) with the bounds of ``load``; NaN and Infinity are read
     as Python reads them (callers that need finite numbers check them)."""
     _too_big(text, where, limit)

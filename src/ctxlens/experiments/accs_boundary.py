@@ -17,7 +17,7 @@ rows of the card's window bootstrap beside it (``probes.suffix.window_rows``: ``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from ctxlens.core.options import Fraction, Layers, NonEmpty, option
 from ctxlens.core.units import Cache, Row, Unit
@@ -25,6 +25,9 @@ from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ACCS, ACCS_SAMPLES, LENGTH, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Config(sx.LengthOptions):
 plan = sx.units  # one unit per length
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]

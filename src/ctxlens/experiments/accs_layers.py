@@ -20,6 +20,7 @@ window bootstrap reads (``probes.suffix.window_rows``): ``level="window"`` per (
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.options import Fraction, Layers, option
 from ctxlens.core.units import Cache, Row, Unit
@@ -27,6 +28,9 @@ from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ACCS, ACCS_SAMPLES, LAYER_TYPE, LENGTH, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -39,7 +43,7 @@ class Config(sx.LengthOptions):
 plan = sx.units  # one unit per length
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]

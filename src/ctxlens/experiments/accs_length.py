@@ -22,6 +22,7 @@ shuffled and compressed (``probes.suffix.prefix_shuffle``). Rows record ``bos``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,6 +37,9 @@ from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUE
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import compression_rate, token_bytes
 from ctxlens.probes.windows import bos_id
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -73,7 +77,7 @@ def periodic_windows(n: int, length: int, suffix_len: int, *, period_len: int, s
     return torch.stack(rows)  # [n, length]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     low, high = sx.token_range(lm)
     bos = bos_id(lm, True) if config.bos else None  # synthetic ids: a BOS only when asked for

@@ -22,6 +22,7 @@ into windows and compressed is then the text prefix after the BOS (positions 1 t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -35,6 +36,9 @@ from ctxlens.experiments.registry import DEMO_GEOMETRY, SMOKE_SEQUENCES, T, regi
 from ctxlens.metrics.geometry import AnisotropyAccumulator
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perturb import compression_rate, token_bytes
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -68,7 +72,7 @@ def equal_count_bins(rates: list[float], n_bins: int) -> list[int]:
     return bins
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]

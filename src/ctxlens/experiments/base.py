@@ -34,16 +34,13 @@ import math
 import typing
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ctxlens.core import columns as contracts
 from ctxlens.core.columns import Column
 from ctxlens.core.options import make_config, positive  # noqa: F401  (re-exported)
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
-
-if typing.TYPE_CHECKING:
-    from ctxlens.lm.model import LM
 
 C = TypeVar("C")  # an experiment's Config dataclass
 
@@ -143,7 +140,8 @@ class Experiment(Generic[C]):
     Config: type[C]
     plan: Callable[[C], list[Unit]]
     # run(lm, config, unit, cache): ``lm`` is the loaded LM, or the model spec when ``loads_model`` is False
-    run: Callable[[LM | str, C, Unit, Cache], list[Row]]
+    # (Any here: each procedure's ``run`` annotates which one it takes, ``lm: LM`` or ``lm: str``)
+    run: Callable[[Any, C, Unit, Cache], list[Row]]
     _: KW_ONLY
     paper: str  # id in ctxlens.core.papers.PAPERS; "" for the core's own smoke analysis
     section: str  # where in that paper: "Section 4, Figure 1"

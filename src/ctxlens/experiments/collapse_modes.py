@@ -40,6 +40,9 @@ from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_hidden
 from ctxlens.probes.windows import cut_windows
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Condition = typing.Literal["base", "shuffled", "long"]
 CONDITIONS = typing.get_args(Condition)
 
@@ -69,7 +72,7 @@ def plan(config: Config) -> list[Unit]:
             for c in config.conditions]
 
 
-def token_counts(lm, config: Config, cache: Cache) -> torch.Tensor:
+def token_counts(lm: LM, config: Config, cache: Cache) -> torch.Tensor:
     """[vocab] float64 counts of each token id over ``frequency_tokens`` tokens of the source."""
     if "counts" not in cache:
         ids = cut_windows(lm, config.frequency_source, config.frequency_tokens, 1, config.seed,
@@ -88,7 +91,7 @@ def rank_edges(vocab: int, bins: int) -> list[tuple[int, int]]:
 
 
 @torch.inference_mode()
-def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int) -> tuple[torch.Tensor, dict]:
+def mean_neg_logprob(lm: LM, windows: torch.Tensor, suffix_len: int, batch_size: int) -> tuple[torch.Tensor, dict]:
     """([vocab] float64 mean over suffix positions of -log p(v), anisotropy dict of the final
     hidden states) for windows [n, L]; the distribution at position t predicts token t + 1."""
     length = windows.shape[1]
@@ -105,7 +108,7 @@ def mean_neg_logprob(lm, windows: torch.Tensor, suffix_len: int, batch_size: int
     return total / count, geometry.result()
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     condition, length = unit["condition"], unit["length"]
     cut = sx.suffix_windows(lm, config, [config.length] + [config.long_length] * ("long" in config.conditions), cache)
     windows = cut.at(length)  # [n, length]

@@ -18,6 +18,7 @@ plus a bounded working set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import Count, option
@@ -29,6 +30,9 @@ from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import correlation_rows, curve_rows, query_key_pairs
 from ctxlens.probes.positional_heads import distance_sums
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 
 @dataclass
 class Config(common.DominantOptions):
@@ -39,7 +43,7 @@ def plan(config: Config) -> list[Unit]:
     return common.units(config)
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     sums = distance_sums(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "top_k": config.top_k}
     return ([{"kind": "correlation", **row, **extra} for row in correlation_rows(sums)]

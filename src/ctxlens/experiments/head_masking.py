@@ -51,6 +51,9 @@ from ctxlens.probes.positional_heads import ranked_heads
 from ctxlens.probes.tasks import UNPROVEN
 from ctxlens.tasks.base import TooShort
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Task = typing.Literal["passkey", "perplexity"]
 TASKS = typing.get_args(Task)
 
@@ -90,7 +93,7 @@ def plan(config: Config) -> list[Unit]:
             for t in config.transforms for c in conditions(config) for length in config.lengths]
 
 
-def masked_heads(lm, config: Config, unit: Unit, cache: Cache) -> list[tuple[int, int]]:
+def masked_heads(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[tuple[int, int]]:
     """The (layer, head) pairs a unit masks."""
     if unit["condition"] == "none":
         return []
@@ -113,12 +116,12 @@ def detection_options(config: Config) -> common.HeadOptions:
                                  "lengths": [config.detect_length] if config.detect_length else config.lengths})
 
 
-def masking(lm, heads: list[tuple[int, int]]):
+def masking(lm: LM, heads: list[tuple[int, int]]):
     """Context manager: ``heads`` output zero (before the output projection) inside the block."""
     return lm.mask_heads(as_mask(heads)) if heads else contextlib.nullcontext()
 
 
-def _passkey_rows(lm, config: Config, length: int) -> list[Row]:
+def _passkey_rows(lm: LM, config: Config, length: int) -> list[Row]:
     lm.require_tokenizer("the passkey probe")
     style = {"passkey_style": config.passkey_style}
     try:
@@ -136,7 +139,7 @@ def _passkey_rows(lm, config: Config, length: int) -> list[Row]:
     return rows
 
 
-def _perplexity_row(lm, config: Config, length: int, cache: Cache) -> Row:
+def _perplexity_row(lm: LM, config: Config, length: int, cache: Cache) -> Row:
     ids = common.windows(lm, config, length, cache)  # [n_samples, length]
     nll = window_nll(lm, ids)  # [n_samples * (length - 1)]
     mean = float(nll.mean())
@@ -144,7 +147,7 @@ def _perplexity_row(lm, config: Config, length: int, cache: Cache) -> Row:
             "n": len(ids), "n_tokens": length}
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     heads = masked_heads(lm, config, unit, cache)
     rows = []
     with applied(lm, unit["transform"], train_length(lm, config.train_length)), masking(lm, heads):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 
@@ -66,6 +66,9 @@ from ctxlens.metrics.spectrum import (
 )
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -96,7 +99,7 @@ def plan(config: Config) -> list[Unit]:
     return units + [{"stage": "fit", "source": config.source}]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     site = {**_site(lm, config), "bos": uses_bos(lm, config)}
     if unit["stage"] == "fit":
         per_length = [_measure(lm, config, n, cache) for n in sorted(config.lengths)]
@@ -128,7 +131,7 @@ def underpowered(n_samples: int, dim: int | None) -> bool:
     return bool(dim and n_samples < SAMPLES_PER_FEATURE * dim)
 
 
-def _site(lm, config: Config) -> dict:
+def _site(lm: LM, config: Config) -> dict:
     if config.layer is None:
         return {"layer": lm.n_layers - 1, "after_final_norm": True}
     (layer,) = lm.layer_indices([config.layer])
@@ -136,7 +139,7 @@ def _site(lm, config: Config) -> dict:
 
 
 # ------------------------------------------------------------------------------- measurement
-def _measure(lm, config: Config, length: int, cache: Cache) -> dict:
+def _measure(lm: LM, config: Config, length: int, cache: Cache) -> dict:
     """Every statistic of one length (memoised in ``cache``)."""
     key = ("intrinsic-entropy", length)
     if key in cache:

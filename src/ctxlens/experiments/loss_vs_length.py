@@ -58,6 +58,9 @@ from ctxlens.metrics.fits import fit_documents
 from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Scoring = typing.Literal["targets", "positions"]
 
 
@@ -81,7 +84,7 @@ def plan(config: Config) -> list[Unit]:
     return units + [{"stage": "fit", "source": config.source}]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     lengths = sorted(config.lengths)
     if config.scoring == "positions":
         return positions_rows(lm, config)
@@ -128,7 +131,7 @@ def work(config: Config, unit: Unit) -> list[Work]:
 
 
 # ------------------------------------------------------------------------------- measurement
-def _measure(lm, config: Config, length: int, cache: Cache) -> torch.Tensor:
+def _measure(lm: LM, config: Config, length: int, cache: Cache) -> torch.Tensor:
     """[n_samples, n_scored] nats of the scored targets with ``length`` tokens visible (memoised)."""
     key = ("loss-vs-length", length)
     if key not in cache:
@@ -167,7 +170,7 @@ def band_offsets(lengths: list[int], n_scored: int, band: int) -> dict[int, list
     return {n: list(range(n - band_width(n, n_scored, band) + 1, n + 1)) for n in lengths}
 
 
-def position_nll(lm, config: Config, window: torch.Tensor, offsets: list[int]) -> torch.Tensor:
+def position_nll(lm: LM, config: Config, window: torch.Tensor, offsets: list[int]) -> torch.Tensor:
     """window [B, Lmax + 1] of text ids -> [B, len(offsets)] nats of the token at each offset p given
     exactly the p tokens before it (one forward of the first max(offsets) tokens, BOS first when the
     model reads one; the BOS is not counted as a visible token)."""
@@ -180,7 +183,7 @@ def position_nll(lm, config: Config, window: torch.Tensor, offsets: list[int]) -
     return lm.nll_from_hidden(hidden[:, at], window[:, offsets]).cpu()  # [B, n_offsets]
 
 
-def positions_rows(lm, config: Config) -> list[Row]:
+def positions_rows(lm: LM, config: Config) -> list[Row]:
     """The measure rows (one per length and window) and the fit rows of ``scoring="positions"``;
     finished windows are checkpointed, so an interrupted unit resumes where it stopped."""
     lengths = sorted(config.lengths)

@@ -12,6 +12,7 @@ and once it when twice is beyond its positions (without --allow-extrapolation).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
@@ -23,6 +24,9 @@ from ctxlens.experiments.registry import DEMO_TASK, T, register
 from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, needle_options, rows_for, samples
 from ctxlens.tasks import get_task
 from ctxlens.tasks.base import TooShort
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -47,7 +51,7 @@ def plan(config: Config) -> list[Unit]:
             for length in config.lengths for depth in config.depths]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     extra = needle_options(config.haystack, config.key, config.value, unit["depth"])
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache, extra)

@@ -20,6 +20,9 @@ from ctxlens.experiments.registry import DEMO_TASK, T, register
 from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, needle_options, planned, rows_for, samples
 from ctxlens.tasks.base import TooShort
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Haystack = typing.Literal["essay", "repeat", "needle"]
 HAYSTACKS = {"essay": "essay", "repeat": "noise", "needle": "needle"}  # this experiment's name -> the task's
 Kind = typing.Literal["words", "numbers", "uuids"]  # the keys of ctxlens.tasks.words.KINDS
@@ -43,7 +46,7 @@ def plan(config: Config) -> list[Unit]:
             for d in config.depths]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     extra = needle_options(HAYSTACKS[unit["haystack"]], unit["key"], unit["value"], unit["depth"])
     try:
         batch = samples(lm, config, "niah_single_2", unit["length"], cache, extra)

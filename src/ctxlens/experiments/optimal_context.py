@@ -164,7 +164,7 @@ def epoch_batches(data: dict[str, torch.Tensor], batch: int, seed: int):
     return batches, per_epoch
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: str, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """Train one model at (n_train, ctl, seed); ``lm`` is the model spec string (no pretrained LM)."""
     if lm not in MODELS:
         raise CtxlensError(f"Unknown model {str(lm)!r} for optimal-context; choose one of: {', '.join(MODELS)}.")

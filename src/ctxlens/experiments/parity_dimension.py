@@ -100,7 +100,7 @@ def plan(config: Config) -> list[Unit]:
     return [{"stage": "measure", "length": c} for c in config.visible_lengths()] + [{"stage": "fit"}]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: str, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """``lm`` is the model spec string, which must be ``parity-mlp`` (see the module docstring)."""
     if lm != "parity-mlp":
         raise CtxlensError(

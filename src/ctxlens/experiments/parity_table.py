@@ -92,7 +92,7 @@ def plan(config: Config) -> list[Unit]:
     return [{"seed": s} for s in config.seeds]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: str, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     """Train the model of ``unit["seed"]`` and evaluate it at every context length; ``lm`` is the model spec."""
     if lm != MODEL:
         raise CtxlensError(f"Unknown model {str(lm)!r} for parity-table; its one model is {MODEL}.")

@@ -22,6 +22,9 @@ from ctxlens.experiments.registry import DEMO_TASK, T, register
 from ctxlens.probes.tasks import TaskOptions, decode_share, planned
 from ctxlens.probes.visible_tasks import Fractions, fractions_option, visible_rows
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 
 @dataclass
 class Config(TaskOptions):
@@ -38,7 +41,7 @@ def plan(config: Config) -> list[Unit]:
             for g in config.gammas for f in config.fractions]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return visible_rows(lm, config, unit, cache, {"gamma": float(unit["gamma"])})
 
 

@@ -44,6 +44,9 @@ from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import RANK_BY, n_selected, query_key_pairs
 from ctxlens.probes.positional_heads import REAL, ROPE_ZEROED, detection
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Control = Literal["none", "rope-zeroed"]
 
 
@@ -97,7 +100,7 @@ def _condition_rows(ranked: list[Row], prompts: list[Row], alpha: float, extra: 
     return rows + [{"kind": "prompt", **{k: v for k, v in r.items() if k != "p_value"}, **extra} for r in prompts]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     ranked, prompts = detection(lm, config, unit, cache)
     extra = {**common.coordinates(lm, config, unit), "rank_by": config.rank_by, "n_heads_total": len(ranked),
              "condition": REAL}

@@ -38,6 +38,9 @@ from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.perplexity import window_nll
 from ctxlens.probes.qk import LayerQK, chunk_size, scan
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Measure = typing.Literal["loss", "attention", "dominant"]
 MEASURES = typing.get_args(Measure)
 _SPEC = re.compile(r"^(?:(high|low):(\d+)(%?)|pairs:(\d+)-(\d+))$")
@@ -90,14 +93,14 @@ def plan(config: Config) -> list[Unit]:
             for t in config.transforms for a in config.ablations for length in config.lengths]
 
 
-def _loss_row(lm, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> Row:
+def _loss_row(lm: LM, ids: torch.Tensor, pairs: list[int], layers: list[int]) -> Row:
     base = window_nll(lm, ids).mean()
     with lm.ablate_pairs(pairs, layers):
         ablated = window_nll(lm, ids).mean()
     return {"kind": "loss", "nll_base": float(base), "nll_ablated": float(ablated), "delta": float(ablated - base)}
 
 
-def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], n_queries: int) -> list[Row]:
+def _attention_rows(lm: LM, ids: torch.Tensor, pairs: list[int], layers: list[int], n_queries: int) -> list[Row]:
     tv = torch.zeros(len(layers), lm.n_heads, dtype=torch.float64)
     n = torch.zeros(len(layers), dtype=torch.long)
     length = ids.shape[1]
@@ -123,7 +126,7 @@ def _attention_rows(lm, ids: torch.Tensor, pairs: list[int], layers: list[int], 
             for li, layer in enumerate(layers) for h in range(lm.n_heads)]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     layers = lm.layer_indices(config.layers, attention=True)
     n_dims = common.shared_pairs(lm, layers)
     pairs = pairs_of(unit["ablation"], n_dims)

@@ -12,6 +12,7 @@ n_dims): the frequencies of pair d differ between sliding and global layers of G
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,9 @@ from ctxlens.metrics.rope import top_pair_counts
 from ctxlens.probes import rope as common
 from ctxlens.probes.extrapolation import applied, train_length
 from ctxlens.probes.qk import LayerQK, scan
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -45,7 +49,7 @@ def sample_pairs(length: int, n: int, generator: torch.Generator) -> tuple[torch
     return m, k
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     layers = lm.layer_indices(config.layers, attention=True)
     g = torch.Generator().manual_seed(config.seed)

@@ -43,6 +43,9 @@ from ctxlens.probes import suffix as sx
 from ctxlens.probes.passkey import RULER_BUDGET, needle_accuracy, ruler_needle_accuracy
 from ctxlens.probes.perplexity import suffix_perplexity
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 
 @dataclass
 class Config(sx.GeometryOptions):
@@ -75,7 +78,7 @@ def plan(config: Config) -> list[Unit]:
     return [{"theta": float(theta), "seed": config.seed} for theta in config.thetas]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     if config.needle_lengths:
         lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")
     own = cache.setdefault("own_rope", lm.rope_snapshot())
@@ -93,20 +96,20 @@ def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return [{"own_theta": own_theta, "rope_layer_types": ",".join(swept) or "all", **row} for row in rows]
 
 
-def _needle(lm, config: Config, length: int, cache: Cache) -> Row:
+def _needle(lm: LM, config: Config, length: int, cache: Cache) -> Row:
     if config.needle_style == "ruler":
         return ruler_needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed)
     return needle_accuracy(lm, length, config.needle_depth, config.n_needles, config.seed, config.batch_size, cache)
 
 
-def _ppl(lm, config: Config, length: int, cache: Cache) -> Row:
+def _ppl(lm: LM, config: Config, length: int, cache: Cache) -> Row:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
     return {"length": length, **sx.window_coords(config, cut, length, n_sequences=windows.shape[0]),
             **suffix_perplexity(lm, windows, config.suffix_len, config.batch_size)}
 
 
-def _accs(lm, config: Config, length: int, cache: Cache) -> list[Row]:
+def _accs(lm: LM, config: Config, length: int, cache: Cache) -> list[Row]:
     cut = sx.suffix_windows(lm, config, config.ppl_lengths + config.accs_lengths, cache)
     windows = cut.at(length)  # [n, length]
     shuffle = sx.prefix_shuffle(length - config.suffix_len, config.boundary, bos=cut.bos)

@@ -17,6 +17,7 @@ positions gets its training length and its half and quarter).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
@@ -26,6 +27,9 @@ from ctxlens.probes.tasks import TaskOptions, decode_share, flagged, rows_for, s
 from ctxlens.tasks import RULER_TASKS, get_task
 from ctxlens.tasks.base import TooShort
 from ctxlens.tasks.scoring import THRESHOLD
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -47,7 +51,7 @@ def plan(config: Config) -> list[Unit]:
     return [{"task": task, "length": length, "seed": config.seed} for length in config.lengths for task in config.tasks]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     try:
         batch = samples(lm, config, unit["task"], unit["length"], cache)
     except TooShort as err:

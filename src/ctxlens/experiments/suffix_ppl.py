@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
@@ -24,6 +25,9 @@ from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, declare
 from ctxlens.experiments.registry import DEMO_GEOMETRY, EXTRAPOLATE, SMOKE_SEQUENCES, T, register
 from ctxlens.probes import suffix as sx
 from ctxlens.probes.perplexity import suffix_nll
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -40,7 +44,7 @@ class Config(sx.SuffixOptions):
 plan = sx.units  # one unit per length
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     cut = sx.suffix_windows(lm, config, config.lengths, cache)
     windows = cut.at(length)  # [n, length]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
 from ctxlens.core.options import PositiveInt, option
@@ -19,6 +20,9 @@ from ctxlens.experiments.columns import BOS, FLAG, LENGTH, SAMPLE, SEED, SOURCE,
 from ctxlens.experiments.registry import T, register
 from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import source_windows
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -36,7 +40,7 @@ def plan(config: Config) -> list[Unit]:
     ]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     length = unit["length"]
     lm.check_length(length)
     windows = source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,

@@ -11,6 +11,7 @@ takes the optimal length per task from the rows (``ctxlens.tasks.scoring.optimal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.options import PositiveInt, option
 from ctxlens.core.units import Cache, Row, Unit
@@ -20,6 +21,9 @@ from ctxlens.experiments.registry import DEMO_TASK, T, register
 from ctxlens.probes.tasks import TaskOptions, decode_share, planned
 from ctxlens.probes.visible_tasks import Fractions, fractions_option, visible_rows
 from ctxlens.tasks import get_task
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -38,7 +42,7 @@ def plan(config: Config) -> list[Unit]:
             for t in config.tasks for f in config.fractions]
 
 
-def run(lm, config: Config, unit: Unit, cache: Cache) -> list[Row]:
+def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return visible_rows(lm, config, unit, cache)
 
 

@@ -33,7 +33,9 @@ the status, it is shown beside it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from typing import cast
 
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_NAMES
 from ctxlens.findings.geometry import (
@@ -113,7 +115,10 @@ def _specs(rows: list[dict], infos: dict[str, dict], controls: dict[str, str]) -
     return found
 
 
-def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[str, str] | None = None,
+Paths = str | os.PathLike | Iterable[str | os.PathLike]  # run directories or folders of them (``read_runs``)
+
+def compute_findings(runs: Paths | list[dict],
+                     models: dict[str, str] | None = None, controls: dict[str, str] | None = None,
                      train_length: int | None = None, failures: dict[str, str] | None = None,
                      infos: dict[str, dict] | None = None) -> list[dict]:
     """The findings table from run directories (or folders of them, or a list of rows).
@@ -133,7 +138,7 @@ def compute_findings(runs, models: dict[str, str] | None = None, controls: dict[
     else:
         from ctxlens.results import read_runs
 
-        read = read_runs(runs)
+        read = read_runs(cast(Paths, runs))  # not a list of rows: paths
         rows, recorded = [r for run in read for r in run.rows], recorded_infos(read)
     recorded.update(infos or {})
     controls = dict(controls or {})

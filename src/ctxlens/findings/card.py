@@ -23,11 +23,15 @@ import math
 import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ctxlens.core.registry import Registry
 from ctxlens.findings.verdicts import Rows
 from ctxlens.row_access import declares
 from ctxlens.tasks.scoring import THRESHOLD
+
+if TYPE_CHECKING:
+    from ctxlens.results import Run
 
 
 @dataclass
@@ -265,7 +269,8 @@ CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs
                     "positional-heads", "head-masking", "intrinsic-entropy")
 
 
-def card_of_runs(runs, models: Iterable[str] | None = None, threshold: float = THRESHOLD) -> dict[str, list[Line]]:
+def card_of_runs(runs: Iterable[Run], models: Iterable[str] | None = None,
+                 threshold: float = THRESHOLD) -> dict[str, list[Line]]:
     """The card of ``runs`` (``ctxlens.results.Run`` objects): one column per model the card's
     experiments measured (or ``models``), each at the profile's L its runs record, else at its
     recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ctxlens.core.papers import named
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 from ctxlens.findings.accs import FAR_BOUNDARY, PLATEAU_THRESHOLD, depth_result, plateau_result
-from ctxlens.findings.models import local_model, recurrent_hybrid, rope_transformer
+from ctxlens.findings.models import Rule, local_model, recurrent_hybrid, rope_transformer
 from ctxlens.findings.verdicts import Rows, as_models, number, shows, verdicts_row
 
 
@@ -41,10 +41,10 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
     <= the model's training length. Applies to RoPE Transformers."""
     models = as_models(models)
 
-    def trend(spec: str | None, limit: int):
+    def trend(spec: str | None, limit: int) -> dict | None:
         return depth_result(rows.of("accs-layers", spec), limit)
 
-    def check(name: str):
+    def check(name: str) -> tuple[str, bool | None] | None:
         t = trend(models.get(name), models.length(name))
         return None if t is None else (_depth_words(t), _falls(t))
 
@@ -57,7 +57,8 @@ def accs_falls_with_depth(rows: Rows, models: dict[str, str], controls: dict[str
                         rope_transformer, models, check, "accs-layers on a RoPE Transformer", control)
 
 
-def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[int], bool]):
+def _plateau_check(rows: Rows, spec: str | None, want: bool,
+                   lengths: Callable[[int], bool]) -> tuple[str, bool | None] | None:
     """Per-length plateau verdicts of one model's ``accs-boundary`` rows (``ctxlens.findings.accs.
     plateau_result``, the card's): (words, all agree with ``want``; None when every length is
     undecided), or None without rows."""
@@ -77,7 +78,7 @@ def _plateau_check(rows: Rows, spec: str | None, want: bool, lengths: Callable[[
     return "; ".join(parts), ok
 
 
-def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str], finding: str, rule,
+def _plateau_finding(rows: Rows, models: dict[str, str], controls: dict[str, str], finding: str, rule: Rule,
                      want: bool, expected: str, lengths: Callable[[int, int], bool], where: str) -> dict:
     """``lengths(length, the model's training length)``: the lengths a model is checked at."""
     models = as_models(models)

@@ -63,7 +63,7 @@ def optimal_lengths(rows: list[dict]) -> dict[int, int]:
     return {n: min(by, key=lambda c: (sum(by[c]) / len(by[c]), c)) for n, by in losses.items()}
 
 
-def _linear_fit(rows: list[dict], **where) -> dict[str, float | None]:
+def _linear_fit(rows: list[dict], **where: object) -> dict[str, float | None]:
     """{quantity: value} of the ``stage="fit"`` rows matching ``where``."""
     return {r["quantity"]: r.get("value") for r in rows if r.get("stage") == "fit"
             and all(r.get(k) == v for k, v in where.items())}
@@ -80,7 +80,7 @@ def ce_linear_in_intrinsic_entropy(rows: Rows, models: dict[str, str], controls:
     fewer lengths or no replicates: undecided."""
     from ctxlens.findings.lines.entropy import MIN_LENGTHS, SCOPE, entropy_test
 
-    def check(name: str):
+    def check(name: str) -> tuple[str, bool | None] | None:
         t = entropy_test(rows.of("intrinsic-entropy", models.get(name)))
         if t is None:
             return None

@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
+from collections.abc import Callable
 
 from ctxlens.core import sequential
 from ctxlens.core.papers import named
@@ -69,7 +70,7 @@ PLAN_CORRELATION = 0.3  # planning: cells (depths) of one haystack retrieved or 
 NEEDS_CAP = 4096  # haystacks: beyond this a line's planner gives up (None: "no number of haystacks")
 
 
-def _given(v) -> bool:
+def _given(v: object) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
@@ -113,7 +114,7 @@ def _anytime(items: list[float], m0: float, alternative: str) -> float:
     return sequential.test_mean(items, m0, -1.0, 1.0, ALPHA, alternative).p_anytime if items else 1.0
 
 
-def anytime_mde(model, n: int, alpha: float, step: float = 0.05) -> float | None:
+def anytime_mde(model: Callable[[float], sequential.Sampler], n: int, alpha: float, step: float = 0.05) -> float | None:
     """The smallest effect on a grid of ``step`` that the anytime-valid test, looked at after every one
     of ``n`` haystacks, detects with 80% power (``core.sequential.power``) when items follow
     ``model(effect)``; None when not even an effect of 1 is. Bisection: power rises with the effect."""
@@ -276,7 +277,7 @@ def retrieval_collapses(rows: Rows, models: dict[str, str], controls: dict[str, 
     architecture whose positions reach 2T."""
     models = as_models(models)
 
-    def check(name: str):
+    def check(name: str) -> tuple[str, bool | None] | None:
         t = models.length(name)
         got = length_test(rows.of("niah-depth", models.get(name)), t)
         if got["why"]:
@@ -304,7 +305,7 @@ def lost_in_the_middle(rows: Rows, models: dict[str, str], controls: dict[str, s
     when nothing is retrieved at those depths. Applies to every architecture."""
     models = as_models(models)
 
-    def check(name: str):
+    def check(name: str) -> tuple[str, bool | None] | None:
         t = models.length(name)
         got = middle_test(rows.of("niah-depth", models.get(name)), t)
         if got["why"]:

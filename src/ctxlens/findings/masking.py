@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from ctxlens.findings.positional import ALPHA
 
 MIN_DRAWS = 19  # randomization p >= 1 / (draws + 1): 19 draws can reach 0.05
 MIN_PASSKEYS = 30  # paired passkeys per condition (the design floor)
+Spreads = Sequence[tuple[float, float]]  # per fraction: the random draws' (mean, between-draw SD)
 MIN_DROP = 0.3  # stated minimal effect: top heads' passkey accuracy below the random draws' mean, at every fraction
 
 
@@ -245,7 +247,7 @@ def fires(top: np.ndarray, random: np.ndarray, alpha: float = ALPHA) -> np.ndarr
     return (1 + below) / (1 + random.shape[1]) <= alpha
 
 
-def masking_power(passkeys: int, draws: int, spreads, drop: float = MIN_DROP, alpha: float = ALPHA,
+def masking_power(passkeys: int, draws: int, spreads: Spreads, drop: float = MIN_DROP, alpha: float = ALPHA,
                   n_sims: int = N_SIMS, seed: int = 0) -> float:
     """Power of the card's rule (p <= alpha at every fraction) with ``passkeys`` passkeys and ``draws``
     random draws per fraction, ``spreads`` the draws' (mean, between-draw SD) per fraction and the
@@ -259,7 +261,7 @@ def masking_power(passkeys: int, draws: int, spreads, drop: float = MIN_DROP, al
     return float(fired.mean())
 
 
-def reachable(spreads, drop: float = MIN_DROP, alpha: float = ALPHA) -> list[bool]:
+def reachable(spreads: Spreads, drop: float = MIN_DROP, alpha: float = ALPHA) -> list[bool]:
     """Per fraction, whether any design can see ``drop``: the share of random head sets whose rate is at
     or below the top set's (the Beta's CDF at mean - drop) is under ``alpha``. With unlimited passkeys
     and draws the randomization p tends to that share, so where it is not under alpha no number of
@@ -272,7 +274,7 @@ def reachable(spreads, drop: float = MIN_DROP, alpha: float = ALPHA) -> list[boo
     return out
 
 
-def passkeys_needed(draws: int, spreads, drop: float = MIN_DROP, alpha: float = ALPHA, power: float = POWER,
+def passkeys_needed(draws: int, spreads: Spreads, drop: float = MIN_DROP, alpha: float = ALPHA, power: float = POWER,
                     lo: int = 1, cap: int = MAX_PASSKEYS) -> int | None:
     """The fewest passkeys (at least ``lo``) at which ``masking_power`` reaches ``power`` with ``draws``
     draws, by bisection (power rises with passkeys); None when ``cap`` passkeys do not reach it."""
@@ -287,8 +289,8 @@ def passkeys_needed(draws: int, spreads, drop: float = MIN_DROP, alpha: float = 
     return hi
 
 
-def masking_design(spreads, drop: float = MIN_DROP, alpha: float = ALPHA, power: float = POWER,
-                   ladder=DRAW_LADDER) -> dict | None:
+def masking_design(spreads: Spreads, drop: float = MIN_DROP, alpha: float = ALPHA, power: float = POWER,
+                   ladder: Sequence[int] = DRAW_LADDER) -> dict | None:
     """The cheapest design of ``ladder``'s draws reaching ``power``: {"draws", "passkeys", "forwards"},
     forwards = (1 + fractions (1 + draws)) x passkeys per length (every masking condition reads every
     passkey); None when no rung reaches it within ``MAX_PASSKEYS`` (always so where ``reachable`` is not)."""
@@ -306,7 +308,8 @@ def masking_design(spreads, drop: float = MIN_DROP, alpha: float = ALPHA, power:
     return best
 
 
-def detectable_drop(passkeys: int, draws: int, spreads, alpha: float = ALPHA, power: float = POWER) -> float | None:
+def detectable_drop(passkeys: int, draws: int, spreads: Spreads, alpha: float = ALPHA,
+                    power: float = POWER) -> float | None:
     """The smallest drop (in steps of 0.01) ``masking_power`` sees with ``power`` at this design; None
     when not even a top set that retrieves nothing is seen."""
     top = max(round(100 * mean) for mean, _ in spreads)

@@ -15,8 +15,12 @@ when the finding applies, else the reason it does not, in words.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_MODELS, ZooModel
+
+if TYPE_CHECKING:
+    from ctxlens.results import Run
 
 NOT_RECORDED = "the model's kind is not recorded (a run from before ctxlens recorded model info; run it again)"
 
@@ -32,7 +36,7 @@ ZOO_INFO = {name: _zoo(model) for name, model in ZOO_MODELS.items()}
 Rule = Callable[[dict], "str | None"]
 
 
-def recorded_infos(runs) -> dict[str, dict]:
+def recorded_infos(runs: Iterable[Run]) -> dict[str, dict]:
     """{model spec: its recorded ModelInfo dict} from the ``config.yaml`` of ``runs`` (``Run``
     objects as ``ctxlens.results.read_runs`` gives them); later runs win on a disagreement."""
     out: dict[str, dict] = {}
@@ -54,7 +58,7 @@ def _add_fingerprints(infos: dict[str, dict], config: dict) -> None:
                 infos[str(model)] = {**infos[str(model)], "fingerprint": digest}
 
 
-def recorded_lengths(runs) -> dict[str, int]:
+def recorded_lengths(runs: Iterable[Run]) -> dict[str, int]:
     """{model spec: the length L a profile built its suite around} from the ``config.yaml`` of
     ``runs`` (``meta.profile_length``, which ``ctxlens profile`` writes into every part's run);
     models run outside a profile are absent."""
@@ -68,7 +72,7 @@ def recorded_lengths(runs) -> dict[str, int]:
     return out
 
 
-def recorded_sequential(runs) -> dict[str, frozenset[str]]:
+def recorded_sequential(runs: Iterable[Run]) -> dict[str, frozenset[str]]:
     """{model spec: the experiments whose runs a profile declared sequential} (``meta.sequential`` in
     ``config.yaml``: its rounds may grow the run, so its lines test with anytime-valid tests); runs
     outside a profile, and profiles before rounds of continuous parts, declare none."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def _heads(rows: list[dict]) -> list[dict]:
     return [r for r in of_condition(rows, REAL) if r.get("kind") == "head"]
 
 
-def ranking(head_rows: list[dict], fractions=(0.05, 0.1)) -> dict:
+def ranking(head_rows: list[dict], fractions: Sequence[float] = (0.05, 0.1)) -> dict:
     """The paper's quantities from ``kind="head"`` rows (rho pooled over the detection inputs):
     heads ranked by |rho| (the rows' ``rank``), the top fraction's heads with rho and sign, and
     the quartiles of |rho| over heads, overall and per layer type (sliding / full attention)."""

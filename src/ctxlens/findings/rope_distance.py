@@ -28,7 +28,7 @@ def positional_heads_matter(rows: Rows, models: dict[str, str], controls: dict[s
     below the random draws' with randomization p <= 0.05, without a perplexity collapse; undecided
     when either cannot be tested (no per-prompt rho, fewer than 19 draws) or the unmasked model
     retrieves nothing. Applies to every model with RoPE attention."""
-    def check(name: str):
+    def check(name: str) -> tuple[str, bool | None] | None:
         spec = models.get(name)
         heads = [r for r in rows.of("positional-heads", spec) if r.get("transform", "none") == "none"]
         mask = [r for r in rows.of("head-masking", spec) if r.get("transform", "none") == "none"]

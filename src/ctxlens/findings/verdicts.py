@@ -38,8 +38,8 @@ class Rows:
         return self.by.get((experiment, model), []) if model is not None else []
 
 
-def finding_row(finding: str, paper: str, expected: str, measured, status: str, models: list[str], note: str = "",
-                **extra) -> dict:
+def finding_row(finding: str, paper: str, expected: str, measured: object, status: str, models: list[str],
+                note: str = "", **extra: object) -> dict:
     return {"finding": finding, "paper": paper, "expected": expected, "measured": measured, "status": status,
             "models": ", ".join(models) or "-", "note": note, **extra}
 
@@ -142,7 +142,7 @@ def shows(ok: bool | None) -> str:
     return "shows it too" if ok else "undecided" if ok is None else "does not show it"
 
 
-def number(x, digits: int = 3) -> str:
+def number(x: float | None, digits: int = 3) -> str:
     """``x`` in ``digits`` significant figures; "-" for None (every finding and card line prints this way)."""
     return "-" if x is None else f"{x:.{digits}g}"
 

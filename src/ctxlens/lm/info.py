@@ -18,10 +18,14 @@ import functools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import ctxlens.lm.analysis.rope as _rope
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import known_family
+
+if TYPE_CHECKING:
+    from ctxlens.lm.specs import Resolved
 
 
 @dataclass(frozen=True)
@@ -174,23 +178,25 @@ def _safetensors_dtypes(path: Path) -> set[str]:
     return {v["dtype"] for k, v in header.items() if k != "__metadata__" and isinstance(v, dict) and "dtype" in v}
 
 
-def model_config(spec: str, trust_remote_code: bool = False, revision: str | None = None):
+def model_config(spec: str | Resolved, trust_remote_code: bool = False,
+                 revision: str | None = None) -> tuple[Resolved, Any]:
     """(where ``spec`` resolves, a copy of its transformers config): the config is read once per process
     for a spec and options while its ``config.json`` is unchanged on disk (``read_info`` plans with it,
-    ``load`` then builds the model from it), and each caller gets its own copy to change."""
+    ``load`` then builds the model from it), and each caller gets its own copy to change. ``spec``
+    resolved already (``ctxlens.lm.specs.Resolved``) is not resolved again."""
     import copy
 
     import ctxlens.lm.model_files as model_files
-    from ctxlens.lm.specs import resolved
+    from ctxlens.lm.specs import as_resolved
 
-    where = resolved(spec)
+    where = as_resolved(spec)
     model_files.check_directory(where.path)  # transformers reads its config and tokenizer files whole
     try:
         found = (Path(where.path) / "config.json").stat()
         stamp = (found.st_mtime_ns, found.st_size)
     except OSError:  # a hub id: transformers' own cache
         stamp = None
-    return where, copy.deepcopy(_read_config(where.path, spec, trust_remote_code, revision, stamp))
+    return where, copy.deepcopy(_read_config(where.path, where.name, trust_remote_code, revision, stamp))
 
 
 @functools.lru_cache(maxsize=32)
@@ -211,7 +217,8 @@ def _read_config(path: str, spec: str, trust_remote_code: bool, revision: str | 
                            f"({' '.join(str(err).split())[:160]}); fix config.json.") from None
 
 
-def read_info(spec: str, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
-    """The ``ModelInfo`` of model ``spec`` from its config alone (no weights loaded)."""
+def read_info(spec: str | Resolved, trust_remote_code: bool = False, revision: str | None = None) -> ModelInfo:
+    """The ``ModelInfo`` of model ``spec`` (or of a spec resolved already) from its config alone (no weights
+    loaded)."""
     where, config = model_config(spec, trust_remote_code, revision)
     return info_from_config(config, where.train_length, where.origin)

@@ -41,7 +41,7 @@ def _dtype(dtype):
 
 
 def load(
-    spec: str,
+    spec: str | Resolved,
     *,
     dtype="float32",
     device: str | None = None,
@@ -54,15 +54,16 @@ def load(
     """Load a causal LM with its tokenizer (if any) and its family adapter.
 
     spec: hub id, local directory, GGUF file, or ``PREFIX:NAME`` of a registered resolver (``zoo:NAME``,
-    ``ref:NAME``). A ``model_type`` with no hand-written family gets an adapter inferred and checked
-    on the model (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
+    ``ref:NAME``), or such a spec resolved already (``Resolved``: not resolved again; the LM keeps it).
+    A ``model_type`` with no hand-written family gets an adapter inferred and checked on the model
+    (``ctxlens.lm.infer``). dtype: float32 | bfloat16 | float16 | auto.
     device: "cpu", "cuda", "cuda:1", ... (ignored when ``device_map`` is given, e.g. "auto").
     device_map: "auto" (or another accelerate strategy), a device, or {module: device} with devices
     such as 0, "cuda:1", "cpu" or "disk" (then ``offload_folder`` holds the offloaded weights).
     attn_implementation: sdpa (default) | eager | flash_attention_2 (CUDA, flash-attn installed).
     """
     where, config = model_config(spec, trust_remote_code, revision)  # read once with read_info's
-    source = where.path
+    source, spec = where.path, where.name
     common = {"trust_remote_code": trust_remote_code, "revision": revision}
     family = known_family(config.model_type)  # None: inferred from the loaded model below
     if family is None:
@@ -87,7 +88,7 @@ def load(
         model = model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     placement.check_input_device(model, spec)
     return LM(model, _tokenizer(source, common, config), _adapter(model, family), name=spec,
-              train_length=where.train_length, origin=where.origin)
+              train_length=where.train_length, origin=where.origin, resolved=where)
 
 
 def require_decoder(model_type: str, spec: str) -> None:

@@ -24,6 +24,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import Layers
 from ctxlens.lm.families import Family
 from ctxlens.lm.info import ModelInfo, info_from_config, positions_limit, stated_train_length
+from ctxlens.lm.specs import Resolved
 
 
 def submodule(module: torch.nn.Module, path: str | None) -> torch.nn.Module | None:
@@ -65,12 +66,14 @@ class LM:
 
     ``train_length``: the context length the model was trained at, when its source records it
     (a resolver's ``Resolved.train_length``, e.g. the zoo's recipe); None otherwise. ``origin``:
-    the resolver prefix it came through ("zoo", "ref"), "" otherwise."""
+    the resolver prefix it came through ("zoo", "ref"), "" otherwise. ``resolved``: the spec as
+    ``load`` resolved it (``ctxlens.lm.specs.Resolved``: where the files are, its kind and digest), so
+    the layers above never resolve it again; None for a model wrapped by ``from_model``."""
 
     def __init__(self, model, tokenizer, family: Family, name: str, train_length: int | None = None,
-                 origin: str = ""):
+                 origin: str = "", resolved: Resolved | None = None):
         self.model, self.tokenizer, self.family, self.name = model, tokenizer, family, name
-        self.train_length, self.origin = train_length, origin
+        self.train_length, self.origin, self.resolved = train_length, origin, resolved
         self.config = model.config
         self.layers = model.get_submodule(family.layers)
         self.n_layers = len(self.layers)

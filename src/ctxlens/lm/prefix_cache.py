@@ -21,8 +21,12 @@ back): those models prefill every prompt on its own.
 from __future__ import annotations
 
 import copy
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 # Tokens per forward when a cache is continued. A causal attention kernel cannot take the cache's
 # offset, so a block of new tokens attends to the whole (cache + block) rectangle under a mask and
@@ -32,7 +36,7 @@ import torch
 BLOCK = 512
 
 
-def prefill(lm, ids, cache=None):
+def prefill(lm: LM, ids, cache=None):
     """The cache after ids [n] or [batch, n], continuing ``cache`` (extended in place; None: a
     fresh one, from one causal forward); a continuation runs in blocks of ``BLOCK`` tokens. The
     decoder runs without the LM head, so no logits are computed."""
@@ -74,7 +78,7 @@ def nbytes(cache) -> int:
     return total
 
 
-def reuse_problem(lm, n: int = 40, cut: int = 25, new: int = 2) -> str:
+def reuse_problem(lm: LM, n: int = 40, cut: int = 25, new: int = 2) -> str:
     """'' when a copied prefix cache continues exactly like a fresh prefill (see the module
     docstring), else why not. Runs two short generations of ``n`` random tokens: the prefix is
     ``cut`` tokens, longer than the tiny models' sliding windows; it is cheap, so callers may run

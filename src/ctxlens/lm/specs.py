@@ -23,13 +23,26 @@ from ctxlens.core.registry import Registry
 
 @dataclass(frozen=True)
 class Resolved:
-    """What a resolver gives for ``PREFIX:NAME``: the directory ``from_pretrained`` takes, the
-    context length the model was trained at when its source records it (the zoo's recipe), and
-    ``origin``, the prefix that resolved it ("zoo", "ref"; set by ``resolved``, "" otherwise)."""
+    """A model spec resolved: what a resolver gives for ``PREFIX:NAME`` (the directory ``from_pretrained``
+    takes, the context length the model was trained at when its source records it, e.g. the zoo's
+    recipe), and what ``resolved`` adds: ``origin``, the prefix that resolved it ("zoo", "ref"; ""
+    otherwise), ``spec`` as the user gave it, ``kind`` ("dir", "gguf", "hub", or the prefix) and
+    ``digest``, the weights' digest where resolving learnt it (a GGUF file's ``sha256:...``), else None.
+
+    A spec is resolved once, at the top (``ctxlens profile``, ``ctxlens run``), and this object travels
+    down: ``read_info``, ``load`` and the runner take it in place of the spec, and the ``LM`` keeps it."""
 
     path: str
     train_length: int | None = None
     origin: str = ""
+    spec: str = ""
+    kind: str = ""
+    digest: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The spec as given (for messages and row keys), else the path."""
+        return self.spec or self.path
 
 
 Resolver = Callable[[str], Resolved]
@@ -63,17 +76,23 @@ def resolved(spec: str) -> Resolved:
         prefix, name = match.groups()
         if prefix not in RESOLVERS:
             raise _unknown_prefix(prefix, spec)
-        return dataclasses.replace(RESOLVERS[prefix](name), origin=prefix)
+        return dataclasses.replace(RESOLVERS[prefix](name), origin=prefix, spec=spec, kind=prefix)
     if path.is_file():
-        return Resolved(str(gguf.converted(path, spec)))
+        directory = gguf.converted(path, spec)  # named by the file's sha256 (``gguf_cache.cache_dir``)
+        return Resolved(str(directory), spec=spec, kind="gguf", digest=f"sha256:{directory.name}")
     if path.exists():
         if not (path / "config.json").is_file():
             raise CtxlensError(f"Model directory '{spec}' has no config.json; point --model at a directory saved "
                                "with save_pretrained.")
-        return Resolved(str(path))
+        return Resolved(str(path), spec=spec, kind="dir")
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1 or spec.endswith(".gguf"):
         raise CtxlensError(f"Model path '{spec}' does not exist; check the path or give a hub id like 'org/name'.")
-    return Resolved(spec)
+    return Resolved(spec, spec=spec, kind="hub")
+
+
+def as_resolved(spec: str | Resolved) -> Resolved:
+    """``spec`` when it is resolved already (it travels down from where it was), else ``resolved(spec)``."""
+    return spec if isinstance(spec, Resolved) else resolved(spec)
 
 
 def _unknown_prefix(prefix: str, spec: str) -> CtxlensError:

@@ -14,9 +14,11 @@ degrees of freedom). Missing numbers are ``None`` with a flag, never a silent Na
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ctxlens.core.errors import CtxlensError
 
@@ -58,12 +60,13 @@ class Fit:
 POWER_PARAMS = ("C0", "C", "gamma")
 
 
-def power_law(l, c0: float, c: float, gamma: float) -> np.ndarray:  # noqa: E741 - l: the paper's context length
+def power_law(l: ArrayLike, c0: float, c: float, gamma: float) -> np.ndarray:  # noqa: E741 - l: the paper's context length
     """C0 + C / l^gamma for l [n] (> 0)."""
     return c0 + c * np.asarray(l, dtype=np.float64) ** -gamma
 
 
-def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0), sigma=None,  # noqa: E741 - as above
+def fit_power_law(l: ArrayLike, ce: ArrayLike, *,  # noqa: E741 - as above
+                  gamma_range: tuple[float, float] = (1e-4, 20.0), sigma: ArrayLike | None = None,
                   c0_min: float | None = None) -> Fit:
     """Fit ce [n] = C0 + C / l^gamma over l [n] > 0, with gamma searched in ``gamma_range``.
 
@@ -125,7 +128,7 @@ def fit_power_law(l, ce, *, gamma_range: tuple[float, float] = (1e-4, 20.0), sig
                correlation=_correlations(cov, POWER_PARAMS))
 
 
-def _weights(sigma, n: int) -> np.ndarray:
+def _weights(sigma: ArrayLike | None, n: int) -> np.ndarray:
     """[n] weights 1 / sigma^2 normalised to mean 1 (all ones without ``sigma``)."""
     if sigma is None:
         return np.ones(n)
@@ -136,15 +139,15 @@ def _weights(sigma, n: int) -> np.ndarray:
     return w / w.mean()
 
 
-def _linear_given_gamma(x, y, gamma: float, w=None, c0_min: float | None = None
-                        ) -> tuple[tuple[float, float], float]:
+def _linear_given_gamma(x: np.ndarray, y: np.ndarray, gamma: float, w: np.ndarray | None = None,
+                        c0_min: float | None = None) -> tuple[tuple[float, float], float]:
     """Best (C0, C) for fixed gamma (weighted by ``w`` [n], C0 >= ``c0_min`` when given) and its
     weighted residual sum of squares."""
     c0, c, ss = _profile(x, y, np.array([gamma]), np.ones_like(x) if w is None else w, c0_min)
     return (float(c0[0]), float(c[0])), float(ss[0])
 
 
-def _profile(x, y, gammas: np.ndarray, w: np.ndarray, c0_min: float | None
+def _profile(x: np.ndarray, y: np.ndarray, gammas: np.ndarray, w: np.ndarray, c0_min: float | None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each gamma [G]: the weighted least-squares (C0, C) of y [n] = C0 + C x^-gamma (C0 held at
     ``c0_min`` where its best value lies below it) and the weighted residual sum of squares: 3 x [G]."""
@@ -166,7 +169,7 @@ def _profile(x, y, gammas: np.ndarray, w: np.ndarray, c0_min: float | None
     return c0, c, (w * r * r).sum(1)
 
 
-def _golden(f, a: float, b: float, iters: int = 200) -> float:
+def _golden(f: Callable[[float], float], a: float, b: float, iters: int = 200) -> float:
     """Minimiser of a unimodal f on [a, b] by golden-section search."""
     g = (math.sqrt(5) - 1) / 2
     c, d = b - g * (b - a), a + g * (b - a)
@@ -185,14 +188,15 @@ def _golden(f, a: float, b: float, iters: int = 200) -> float:
     return (a + b) / 2
 
 
-def _power_jacobian(x, theta) -> np.ndarray:
+def _power_jacobian(x: np.ndarray, theta: np.ndarray) -> np.ndarray:
     """d model / d (C0, C, gamma): [n, 3]."""
     _, c, gamma = theta
     p = x**-gamma
     return np.stack([np.ones_like(x), p, -c * p * np.log(x)], 1)
 
 
-def _gauss_newton(x, y, theta: np.ndarray, w=None, iters: int = 50) -> np.ndarray:
+def _gauss_newton(x: np.ndarray, y: np.ndarray, theta: np.ndarray, w: np.ndarray | None = None,
+                  iters: int = 50) -> np.ndarray:
     """Polish (C0, C, gamma) by (weighted) Gauss-Newton steps, keeping only steps that lower the residual."""
     sw = np.ones_like(x) if w is None else np.sqrt(w)
     ss = float(((sw * (y - power_law(x, *theta))) ** 2).sum())
@@ -209,7 +213,7 @@ def _gauss_newton(x, y, theta: np.ndarray, w=None, iters: int = 50) -> np.ndarra
     return theta
 
 
-def fit_documents(lengths, ce, *, c0_min: float | None = 0.0, n_boot: int = 400, seed: int = 0
+def fit_documents(lengths: ArrayLike, ce: ArrayLike, *, c0_min: float | None = 0.0, n_boot: int = 400, seed: int = 0
                   ) -> tuple[Fit, dict[str, tuple[float, float] | None], float]:
     """The power law fitted to per-document losses ce [n_docs, n_lengths] (the same document
     windows at every length): the mean per length weighted by its standard error over documents,
@@ -246,7 +250,7 @@ def _sem(y: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------- straight line
-def fit_linear(x, y) -> Fit:
+def fit_linear(x: ArrayLike, y: ArrayLike) -> Fit:
     """Ordinary least squares y [n] = slope * x [n] + intercept, with R² and Pearson r."""
     x, y = _xy(x, y, "x", "y")
     n = x.size
@@ -306,7 +310,7 @@ def _correlations(cov: np.ndarray | None, names: tuple[str, ...]) -> dict[str, f
             for i in range(len(names)) for j in range(i + 1, len(names))}
 
 
-def _xy(a, b, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
+def _xy(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(a, dtype=np.float64).ravel()
     y = np.asarray(b, dtype=np.float64).ravel()
     if x.size != y.size:

@@ -21,11 +21,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, Union, overload
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 # ------------------------------------------------------------------------------- accumulation
@@ -101,7 +104,13 @@ class Spectrum:
         return self.eigenvalues / top
 
 
-def eigen_spectrum(x) -> Spectrum:
+
+Features = Union[torch.Tensor, CovarianceAccumulator, Spectrum, "np.ndarray"]
+"""What the spectral measures take: features as rows [n, d] (a tensor or an array), a
+``CovarianceAccumulator`` of them, or their ``Spectrum``."""
+
+
+def eigen_spectrum(x: Features) -> Spectrum:
     """Eigen-spectrum of features: x is rows [n, d], a ``CovarianceAccumulator`` or a ``Spectrum``.
 
     Rows with n < d use the n x n Gram matrix (same non-zero eigenvalues, zeros appended).
@@ -131,10 +140,10 @@ def _listed(value: Any, scalar: type) -> list[Any]:
 
 
 @overload
-def intrinsic_entropy(x, n: int) -> float: ...
+def intrinsic_entropy(x: Features, n: int) -> float: ...
 @overload
-def intrinsic_entropy(x, n: Sequence[int]) -> list[float]: ...
-def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
+def intrinsic_entropy(x: Features, n: Sequence[int]) -> list[float]: ...
+def intrinsic_entropy(x: Features, n: int | Sequence[int]) -> float | list[float]:
     """Sum of log relative eigenvalues over the first ``n`` (Section 2.2.2), for one n or many.
 
     ``x`` is anything ``eigen_spectrum`` takes. Asking for more directions than the features
@@ -157,10 +166,10 @@ def intrinsic_entropy(x, n: int | Sequence[int]) -> float | list[float]:
 
 
 @overload
-def intrinsic_dimension(x, threshold: float) -> int: ...
+def intrinsic_dimension(x: Features, threshold: float) -> int: ...
 @overload
-def intrinsic_dimension(x, threshold: Sequence[float]) -> list[int]: ...
-def intrinsic_dimension(x, threshold: float | Sequence[float]) -> int | list[int]:
+def intrinsic_dimension(x: Features, threshold: Sequence[float]) -> list[int]: ...
+def intrinsic_dimension(x: Features, threshold: float | Sequence[float]) -> int | list[int]:
     """Largest index (1-based) whose relative eigenvalue is >= threshold (Appendix J.2); one
     threshold or many. It is always >= 1, since the largest relative eigenvalue is 1."""
     spec = eigen_spectrum(x)
@@ -261,7 +270,7 @@ def _bandwidth(bandwidth: float | str, n: int, k: int) -> float:
     raise CtxlensError(f"KDE bandwidth must be 'scott', 'silverman' or a positive number (got {bandwidth!r}).")
 
 
-def _matrix(x, what: str) -> torch.Tensor:
+def _matrix(x: Any, what: str) -> torch.Tensor:
     x = torch.as_tensor(x)
     if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
         raise CtxlensError(f"{what.capitalize()} must be a non-empty [samples, dim] matrix "

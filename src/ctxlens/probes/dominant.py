@@ -23,6 +23,9 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.metrics.rope import dominant_dimension, spearman
 from ctxlens.probes.qk import LayerQK, chunk_size, scan
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 RankBy = typing.Literal["abs", "positive", "negative"]  # |rho|, or signed rho
 RANK_BY = typing.get_args(RankBy)
 
@@ -30,7 +33,8 @@ RANK_BY = typing.get_args(RankBy)
 class DistanceSums:
     """Sums and counts of dominant dimensions per (layer, head, distance)."""
 
-    def __init__(self, layers: Sequence[int], n_heads: int, max_len: int, device, info: dict | None = None):
+    def __init__(self, layers: Sequence[int], n_heads: int, max_len: int, device: torch.device | str,
+                 info: dict | None = None) -> None:
         self.layers, self.n_heads, self.max_len = list(layers), n_heads, max_len
         self.info = info or {}  # {layer: columns naming its RoPE}, carried into every row of that layer
         self.sums = torch.zeros(len(self.layers), n_heads, max_len, dtype=torch.float64, device=device)
@@ -67,7 +71,7 @@ def query_key_pairs(length: int, n_queries: int, top_k: int) -> int:
     return len(query_positions(length, n_queries)) * min(top_k, length)
 
 
-def accumulate(lm, ids: torch.Tensor, layers: Sequence[int], sums: DistanceSums, top_k: int,
+def accumulate(lm: LM, ids: torch.Tensor, layers: Sequence[int], sums: DistanceSums, top_k: int,
                n_queries: int = 0, drop_pairs: Sequence[int] = ()) -> None:
     """Add one input ids [1, L] to ``sums``: top-k keys of each query (all tokens, or ``n_queries``
     evenly spaced ones), dominant dimension of each pair (``drop_pairs`` left out of the softmax)."""
@@ -131,7 +135,7 @@ def rank_heads(correlations: list[dict], rank_by: str = "abs") -> list[dict]:
         raise CtxlensError(f"rank_by must be one of {', '.join(RANK_BY)}, got '{rank_by}'.")
     sign = {"abs": None, "positive": 1.0, "negative": -1.0}[rank_by]
 
-    def key(row):
+    def key(row: dict) -> tuple:
         rho = row["rho"]
         if rho is None:
             return (1, 0.0, row["layer"], row["head"])

@@ -26,8 +26,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, overload
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 KINDS = ("none", "theta", "linear", "dynamic", "yarn", "selfextend")
 _HELP = ("write none, theta:BASE, linear:F, dynamic:F, yarn:F (each optionally @global, @sliding or @all) "
@@ -43,7 +47,11 @@ class Transform:
     layers: str | None = None  # RoPE changes: which layer types (None: the model's default, see lm.analysis.rope)
 
 
-def _number(spec: str, text: str, integer: bool = False):
+@overload
+def _number(spec: str, text: str, integer: Literal[True]) -> int: ...
+@overload
+def _number(spec: str, text: str, integer: Literal[False] = False) -> float: ...
+def _number(spec: str, text: str, integer: bool = False) -> float:
     try:
         value = int(text) if integer else float(text)
     except ValueError:
@@ -79,14 +87,15 @@ def parse_transform(spec: str) -> Transform:
     return Transform(kind, value=value, layers=layers or None)
 
 
-def train_length(lm, override: int | None = None) -> int:
+def train_length(lm: LM, override: int | None = None) -> int:
     """The length the model was trained at: ``override``, else what its source records
     (``LM.train_length``: the zoo's recipe for ``zoo:NAME``), else ``original_max_position_embeddings``
     of its RoPE, else ``max_position_embeddings``."""
     if override:
         return int(override)
-    if getattr(lm, "train_length", None):
-        return int(lm.train_length)
+    recorded = getattr(lm, "train_length", None)
+    if recorded:
+        return int(recorded)
     stated = lm.config_train_length()
     if stated:
         return stated
@@ -94,7 +103,7 @@ def train_length(lm, override: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
+def applied(lm: LM, spec: str, trained: int) -> Iterator[Transform]:
     """Within the block ``lm`` runs under transform ``spec``; ``trained`` is its training length."""
     t = parse_transform(spec)
     if t.kind == "none":
@@ -102,6 +111,7 @@ def applied(lm, spec: str, trained: int) -> Iterator[Transform]:
         return
     lm.family.require("rope", lm.name)
     if t.kind == "selfextend":
+        assert t.group is not None and t.window is not None  # parse_transform gives selfextend both
         with lm.self_extend(t.group, t.window):
             yield t
         return

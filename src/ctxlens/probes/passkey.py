@@ -41,13 +41,18 @@ from __future__ import annotations
 
 import random
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.core.units import Cache
-from ctxlens.data.corpus import MIN_PROBE_DISTANCE, corpus_text, retrieval_probes
+from ctxlens.data.corpus import MIN_PROBE_DISTANCE, RetrievalProbe, corpus_text, retrieval_probes
+
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 Style = typing.Literal["corpus", "classic", "ruler"]
 STYLES = typing.get_args(Style)
@@ -69,11 +74,11 @@ class Probe:
         return int(self.ids.numel())
 
 
-def _encode(tokenizer, text: str) -> list[int]:
+def _encode(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def _fit(tokenizer, build, length: int) -> torch.Tensor:
+def _fit(tokenizer: Any, build: Callable[[int], str], length: int) -> torch.Tensor:
     """Token ids of ``build(n_bytes)``: the longest found with at most ``length`` tokens, n_bytes
     rescaled by the observed bytes per token (exact at once for byte-level tokenizers)."""
     n_bytes, best = length, None
@@ -97,8 +102,8 @@ def needle_distance(depth: float, total_bytes: int) -> int:
     return min(total_bytes, max(MIN_PROBE_DISTANCE, round((1 - depth) * total_bytes)))
 
 
-def _corpus(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
-    def probe(n_bytes: int):
+def _corpus(tokenizer: Any, length: int, depth: float, seed: int, i: int) -> Probe:
+    def probe(n_bytes: int) -> RetrievalProbe:
         n_bytes = max(n_bytes, MIN_PROBE_DISTANCE)
         distance = needle_distance(depth, n_bytes)
         return retrieval_probes(seed * 1000 + i, 1, distance_bytes=distance, total_bytes=n_bytes)[0]
@@ -110,7 +115,7 @@ def _corpus(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
     return Probe(ids, answer, depth, gold=answer)  # after "Answer: "
 
 
-def _classic(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
+def _classic(tokenizer: Any, length: int, depth: float, seed: int, i: int) -> Probe:
     key = str(random.Random(f"ctxlens.passkey:{seed}:{i}").randint(10000, 99999))
     needle = f"The pass key is {key}. Remember it. {key} is the pass key. "
     head = "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
@@ -130,7 +135,7 @@ def _classic(tokenizer, length: int, depth: float, seed: int, i: int) -> Probe:
     return Probe(_fit(tokenizer, build, length), key, depth, gold=" " + key)  # after "The pass key is"
 
 
-def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: int = 0,
+def probes(tokenizer: Any, length: int, depths: list[float], n_per_depth: int, seed: int = 0,
            style: str = "corpus") -> list[Probe]:
     """``n_per_depth`` probes at each depth; probe i's needle and answer depend on (seed, i) only."""
     if style not in STYLES:
@@ -141,7 +146,7 @@ def probes(tokenizer, length: int, depths: list[float], n_per_depth: int, seed: 
     return [make(tokenizer, length, depth, seed, i) for depth in depths for i in range(n_per_depth)]
 
 
-def _ruler(tokenizer, length: int, depth: float, n: int, seed: int) -> list[Probe]:
+def _ruler(tokenizer: Any, length: int, depth: float, n: int, seed: int) -> list[Probe]:
     """``n`` RULER passkey prompts (``niah_single_1``) of ``length`` tokens with their generation
     budget, the needle at ``depth``; raises ``TooShort`` when RULER's template does not fit."""
     from ctxlens.tasks.dataset import generate
@@ -154,7 +159,7 @@ def _ruler(tokenizer, length: int, depth: float, n: int, seed: int) -> list[Prob
                   gold=gold_text("niah", s.outputs)) for s in batch]
 
 
-def _new_tokens(lm, probe: Probe) -> int:
+def _new_tokens(lm: LM, probe: Probe) -> int:
     """Tokens greedy decoding generates for ``probe``."""
     return probe.budget or len(_encode(lm.tokenizer, probe.answer)) + 1
 
@@ -168,7 +173,7 @@ def _hit(probe: Probe, text: str) -> bool:
 
 
 @torch.inference_mode()
-def retrieved(lm, probe: Probe, cache=None) -> bool:
+def retrieved(lm: LM, probe: Probe, cache: Any = None) -> bool:
     """Greedy generation from the prompt starts with the answer (RULER-style probes: contains it,
     as RULER's ``string_match_all`` scores); ``cache``: the model's cache of the prompt but its last id."""
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.tokenizer.eos_token_id
@@ -189,7 +194,7 @@ class Scored:
 
 
 @torch.inference_mode()
-def scored(lm, probes: list[Probe], forced: bool = True, batch_size: int = 8) -> list[Scored]:
+def scored(lm: LM, probes: list[Probe], forced: bool = True, batch_size: int = 8) -> list[Scored]:
     """Every probe's ``Scored``, in order, the same hits as ``retrieved``: with ``forced``, probes of equal
     length go through the forced forwards in batches of ``batch_size`` (``ctxlens.tasks.forced.prove``,
     from the model's cache of their prompts where it can be reused); a probe is a hit without decoding
@@ -216,7 +221,7 @@ def scored(lm, probes: list[Probe], forced: bool = True, batch_size: int = 8) ->
             ids = torch.stack([p.ids for p in chunk]).to(lm.device)  # [B, n_tokens]
             cache = prefill(lm, ids[:, :-1]) if reuse and ids.shape[1] > 1 else None
 
-            def accept(k: int, gold: list[int], chunk=chunk) -> bool:
+            def accept(k: int, gold: list[int], chunk: list[Probe] = chunk) -> bool:
                 return _hit(chunk[k], lm.tokenizer.decode(gold, skip_special_tokens=bool(chunk[k].budget)))
 
             found, proven, cache = prove(lm, ids, golds, budgets, eos, accept, cache)
@@ -231,7 +236,7 @@ def scored(lm, probes: list[Probe], forced: bool = True, batch_size: int = 8) ->
     return [done[i] for i in range(len(probes))]
 
 
-def ruler_needle_accuracy(lm, length: int, depth: float, n: int, seed: int) -> dict:
+def ruler_needle_accuracy(lm: LM, length: int, depth: float, n: int, seed: int) -> dict:
     """The needle row of ``rope-theta-sweep`` in RULER's wording: greedy accuracy of ``n`` RULER
     passkey probes (``niah_single_1``) of ``length`` tokens, the needle at ``depth``; a flag
     instead when RULER's template does not fit ``length``."""
@@ -253,14 +258,14 @@ def ruler_needle_accuracy(lm, length: int, depth: float, n: int, seed: int) -> d
 # --------------------------------------------------------------------------------------
 
 
-def _bytes_per_token(lm, seed: int, cache: Cache) -> float:
+def _bytes_per_token(lm: LM, seed: int, cache: Cache) -> float:
     if "bytes_per_token" not in cache:
         text = corpus_text(seed, 8192, split="test")
         cache["bytes_per_token"] = len(text.encode()) / max(1, len(lm.tokenizer.encode(text, add_special_tokens=False)))
     return cache["bytes_per_token"]
 
 
-def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: Cache
+def needle_prompts(lm: LM, length: int, depth: float, n: int, seed: int, cache: Cache
                    ) -> tuple[list[list[int]], list[list[int]], int]:
     """(prompt ids, answer ids, lost) for ``n`` corpus probes of about ``length`` tokens in all,
     the fact at ``depth`` of the prompt (0: start, 1: just before the question).
@@ -282,7 +287,7 @@ def needle_prompts(lm, length: int, depth: float, n: int, seed: int, cache: Cach
 
 
 @torch.inference_mode()
-def needle_accuracy(lm, length: int, depth: float, n: int, seed: int, batch_size: int, cache: Cache) -> dict:
+def needle_accuracy(lm: LM, length: int, depth: float, n: int, seed: int, batch_size: int, cache: Cache) -> dict:
     """Greedy exact-match accuracy: every answer token is the argmax given the prompt and the
     answer tokens before it (equivalent to greedy decoding reproducing the answer)."""
     lm.require_tokenizer("the needle probe (pass --needle-lengths '' to skip it)")

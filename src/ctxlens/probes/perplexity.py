@@ -12,17 +12,21 @@ head in chunks, with the family's logit post-processing).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
-def suffix_hidden(lm, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
+
+def suffix_hidden(lm: LM, ids: torch.Tensor, start: int, end: int) -> torch.Tensor:
     """Final hidden states (after the final norm) [B, end - start, d] of ids [B, L]."""
     return lm.final_hidden(ids)[:, start:end]  # of [B, L, d]
 
 
 @torch.inference_mode()
-def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
+def suffix_nll(lm: LM, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
     """[B, suffix_len] float32 nats of the last ``suffix_len`` tokens of ids [B, L], each given
     everything before it (sliding-window style scoring of the suffix)."""
     length = ids.shape[1]
@@ -30,7 +34,7 @@ def suffix_nll(lm, ids: torch.Tensor, suffix_len: int) -> torch.Tensor:
     return lm.nll_from_hidden(hidden, ids[:, length - suffix_len:])  # targets [B, N]
 
 
-def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
+def suffix_perplexity(lm: LM, windows: torch.Tensor, suffix_len: int, batch_size: int) -> dict:
     """{"n_tokens", "nll", "nll_se", "ppl", "flag"} of the last ``suffix_len`` tokens of windows
     [n, L]; ``nll_se``: the standard error of ``nll`` over the n windows (each window's mean NLL
     one observation; None for one window)."""
@@ -48,6 +52,6 @@ def suffix_perplexity(lm, windows, suffix_len: int, batch_size: int) -> dict:
     return {"n_tokens": count, "nll": mean, "nll_se": se, "ppl": math.exp(min(mean, 700.0)), "flag": None}
 
 
-def window_nll(lm, ids: torch.Tensor) -> torch.Tensor:
+def window_nll(lm: LM, ids: torch.Tensor) -> torch.Tensor:
     """[n * (L - 1)] float32 nats of every next token of windows ids [n, L], one window per forward."""
     return torch.cat([lm.token_losses(ids[i:i + 1])[0] for i in range(len(ids))])

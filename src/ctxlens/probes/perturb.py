@@ -17,6 +17,7 @@ import hashlib
 import lzma
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -86,7 +87,7 @@ def compression_rate(data: bytes) -> float:
     return len(lzma.compress(data, format=lzma.FORMAT_RAW, filters=filters)) / len(data)
 
 
-def token_bytes(ids: torch.Tensor, tokenizer, vocab_size: int) -> bytes:
+def token_bytes(ids: torch.Tensor, tokenizer: Any, vocab_size: int) -> bytes:
     """The raw bytes of token ids [n]: the decoded UTF-8 text when there is a tokenizer, else
     each id as a little-endian integer of the fewest bytes that hold ``vocab_size`` ids."""
     if tokenizer is not None:

@@ -22,6 +22,8 @@ mask, the content), not from RoPE's rotation.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.units import Cache, Unit
@@ -29,6 +31,9 @@ from ctxlens.lm.analysis.rope import zero_rotation
 from ctxlens.probes import rope as common
 from ctxlens.probes.dominant import DistanceSums, accumulate, correlation_rows, rank_heads
 from ctxlens.probes.extrapolation import applied, train_length
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 REAL, ROPE_ZEROED = "none", "rope-zeroed"  # the detection's conditions: the model as loaded, no rotation
 
@@ -39,7 +44,8 @@ def validate_fractions(fractions: list[float]) -> None:
         raise CtxlensError(f"Option 'fractions' must hold fractions in (0, 1], got {fractions}; pass e.g. 0.05,0.1.")
 
 
-def distance_sums(lm, config, unit: Unit, cache: Cache, drop_pairs=(), per_prompt: list | None = None,
+def distance_sums(lm: LM, config: common.DominantOptions, unit: Unit, cache: Cache, drop_pairs: Sequence[int] = (),
+                  per_prompt: list | None = None,
                   condition: str = REAL) -> DistanceSums:
     """Distance sums of one (transform, length) unit over ``config.n_samples`` inputs of
     ``config.source`` (config: source, text_field, seed, n_samples, top_k, n_queries, layers,
@@ -66,7 +72,7 @@ def distance_sums(lm, config, unit: Unit, cache: Cache, drop_pairs=(), per_promp
     return sums
 
 
-def rotation(lm, condition: str) -> contextlib.AbstractContextManager:
+def rotation(lm: LM, condition: str) -> contextlib.AbstractContextManager:
     """The model's RoPE as loaded (``REAL``) or with every rotary frequency 0 (``ROPE_ZEROED``)."""
     if condition == REAL:
         return contextlib.nullcontext()
@@ -75,7 +81,7 @@ def rotation(lm, condition: str) -> contextlib.AbstractContextManager:
     raise CtxlensError(f"Unknown detection condition '{condition}'; use '{REAL}' or '{ROPE_ZEROED}'.")
 
 
-def check_zeroed(lm, layers, condition: str) -> None:
+def check_zeroed(lm: LM, layers: Sequence[int], condition: str) -> None:
     """Under ``ROPE_ZEROED``, refuse a model whose rotary module recomputed its frequencies during
     the forward (dynamic or long RoPE types grow them past a length): its control would be rotated."""
     if condition != ROPE_ZEROED:
@@ -87,7 +93,8 @@ def check_zeroed(lm, layers, condition: str) -> None:
                            "control at a length inside the model's positions or with control=none.")
 
 
-def detection(lm, config, unit: Unit, cache: Cache, condition: str = REAL) -> tuple[list[dict], list[dict]]:
+def detection(lm: LM, config: common.HeadOptions, unit: Unit, cache: Cache,
+              condition: str = REAL) -> tuple[list[dict], list[dict]]:
     """(correlation rows of every head pooled over the inputs, strongest first by ``config.rank_by``
     with ``rank``; the per-input correlation rows), cached per unit, detection options and
     ``condition`` (``REAL`` or ``ROPE_ZEROED``)."""
@@ -100,7 +107,7 @@ def detection(lm, config, unit: Unit, cache: Cache, condition: str = REAL) -> tu
     return cache[key]
 
 
-def ranked_heads(lm, config, unit: Unit, cache: Cache) -> list[dict]:
+def ranked_heads(lm: LM, config: common.HeadOptions, unit: Unit, cache: Cache) -> list[dict]:
     """Correlation rows of every head, strongest first by ``config.rank_by``, with ``rank``
     (cached per unit and detection options)."""
     return detection(lm, config, unit, cache)[0]

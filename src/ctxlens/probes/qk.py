@@ -15,12 +15,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxlens.lm.analysis import selfextend as _se
 from ctxlens.lm.analysis.qkscan import QKView
 from ctxlens.metrics.rope import rope_pair_contributions
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 WORK_BYTES = 512 * 2**20  # working set per chunk of queries
 
@@ -51,7 +55,7 @@ def chunk_size(n_heads: int, n_keys: int, per_row_extra: int = 0) -> int:
     return max(1, WORK_BYTES // (n_heads * (16 * n_keys + per_row_extra)))
 
 
-def scan(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], None]) -> None:
+def scan(lm: LM, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[LayerQK], None]) -> None:
     """One forward of ``ids`` [1, L]; ``fn`` gets each of ``layers`` as a ``LayerQK``, in order."""
     def as_layer(view: QKView) -> None:
         fn(LayerQK(**{f.name: getattr(view, f.name) for f in dataclasses.fields(view)}))

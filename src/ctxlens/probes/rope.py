@@ -10,8 +10,9 @@ statistics pool pairs across inputs. Every per-layer row names the RoPE that lay
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 
@@ -22,6 +23,9 @@ from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
 from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import bos_id, is_random, source_windows
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -65,13 +69,14 @@ class HeadOptions(DominantOptions):
     rank_by: RankBy = option("abs", "rank heads by |rho| (abs), or by signed rho (positive, negative)")
 
 
-def units(config) -> list[Unit]:
+def units(config: RopeOptions) -> list[Unit]:
     """One unit per (transform, length)."""
     return [{"transform": t, "length": length, "seed": config.seed}
             for t in config.transforms for length in config.lengths]
 
 
-def windows(lm, config, length: int, cache: Cache, n: int | None = None, seed: int | None = None) -> torch.Tensor:
+def windows(lm: LM, config: SourceOptions, length: int, cache: Cache, n: int | None = None,
+            seed: int | None = None) -> torch.Tensor:
     """[n, length] token ids from ``config.source``, each input a window of its own length
     (``ctxlens.probes.windows``, cached per length, n and seed)."""
     n = config.n_samples if n is None else n
@@ -81,13 +86,13 @@ def windows(lm, config, length: int, cache: Cache, n: int | None = None, seed: i
                           bos=getattr(config, "bos", False)).at(length)  # BOS first when the tokenizer adds one
 
 
-def layer_info(lm, layers) -> dict[int, dict]:
+def layer_info(lm: LM, layers: Iterable[int]) -> dict[int, dict]:
     """{layer: columns naming its RoPE now (layer_type, rope_theta, rope_type, n_dims)}; call it
     inside ``applied`` so a transform's parameters are the ones recorded."""
     return {layer: {**lm.rope_info(layer), "n_dims": lm.layer_rotary_dims(layer) // 2} for layer in layers}
 
 
-def shared_pairs(lm, layers) -> int:
+def shared_pairs(lm: LM, layers: Iterable[int]) -> int:
     """The number of frequency pairs of ``layers``, which must agree (e.g. to name pairs to ablate)."""
     counts = {layer: lm.layer_rotary_dims(layer) // 2 for layer in layers}
     if len(set(counts.values())) > 1:
@@ -96,7 +101,7 @@ def shared_pairs(lm, layers) -> int:
     return next(iter(counts.values()))
 
 
-def coordinates(lm, config, unit: Unit) -> Row:
+def coordinates(lm: LM, config: RopeOptions, unit: Unit) -> Row:
     """Columns every row of a unit carries: training length, whether the unit is beyond it, and the
     text source its windows were cut from."""
     trained = train_length(lm, config.train_length)
@@ -104,7 +109,7 @@ def coordinates(lm, config, unit: Unit) -> Row:
             "source": config.source}
 
 
-def reads_bos(lm, config) -> bool:
+def reads_bos(lm: LM, config: SourceOptions) -> bool:
     """Whether ``windows`` puts a BOS first for ``config`` on ``lm`` (the rows' ``bos`` column): its
     ``bos`` option, or unset (auto) whether the tokenizer adds one, never before random ids."""
     bos = getattr(config, "bos", False)

@@ -27,7 +27,7 @@ import math
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 
@@ -37,6 +37,9 @@ from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.metrics.geometry import AccsAccumulator
 from ctxlens.probes.perturb import Shuffle
 from ctxlens.probes.windows import Windows, source_windows
+
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 Stream = typing.Literal["residual", "block"]
 STREAMS = typing.get_args(Stream)
@@ -99,7 +102,7 @@ class LengthOptions(GeometryOptions):
         self.check_lengths(self.lengths)
 
 
-def units(config) -> list[Unit]:
+def units(config: LengthOptions) -> list[Unit]:
     """The plan of a per-length experiment: one unit per length of ``config.lengths``, at its seed."""
     return [{"length": length, "seed": config.seed} for length in config.lengths]
 
@@ -109,7 +112,7 @@ def units(config) -> list[Unit]:
 # --------------------------------------------------------------------------------------
 
 
-def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: Cache) -> Windows:
+def suffix_windows(lm: LM, options: SuffixOptions, lengths: Sequence[int], cache: Cache) -> Windows:
     """The run's ``n_sequences`` windows of ``options.source``, cut once at max(lengths) so that
     suffixes agree across lengths (``ctxlens.probes.windows``); ``.at(length)`` is [n, length], the
     BOS first where ``options.bos`` asks for one (``.bos``: the rows' ``bos`` column)."""
@@ -117,7 +120,7 @@ def suffix_windows(lm, options: SuffixOptions, lengths: Sequence[int], cache: Ca
                           text_field=options.text_field, bos=options.bos)
 
 
-def window_coords(options: SuffixOptions, cut: Windows, length: int, **more) -> dict:
+def window_coords(options: SuffixOptions, cut: Windows, length: int, **more: object) -> dict:
     """A row's window columns at ``length`` (``source``, ``cut_length``, ``bos``, ``prefix_len``,
     ``suffix_len``), then ``more`` in the order given."""
     return {"source": options.source, "cut_length": cut.cut_length, "bos": cut.bos,
@@ -133,7 +136,7 @@ def suffix_positions(length: int, suffix_len: int, m: int = 0) -> list[int]:
     return [first + int(math.floor(i * step + step / 2)) for i in range(m)]
 
 
-def token_range(lm) -> tuple[int, int]:
+def token_range(lm: LM) -> tuple[int, int]:
     """[low, high) of ordinary token ids for synthetic sequences: the tokenizer's ids (or the
     embedding rows) minus special tokens sitting at either end of the range."""
     high = min(lm.vocab_size, len(lm.tokenizer)) if lm.tokenizer is not None else lm.vocab_size
@@ -151,7 +154,7 @@ def token_range(lm) -> tuple[int, int]:
 # --------------------------------------------------------------------------------------
 
 
-def suffix_states(lm, ids: torch.Tensor, positions: list[int], layers: list[int],
+def suffix_states(lm: LM, ids: torch.Tensor, positions: list[int], layers: list[int],
                   streams: Sequence[Stream]) -> dict[tuple[Stream, int], torch.Tensor]:
     """{(stream, layer): [B * m, d]} for ids [B, L]: one forward that keeps only the suffix."""
     cap = lm.capture(ids, residual=layers if "residual" in streams else None,
@@ -169,10 +172,11 @@ class Guarded:
     """Wraps an accumulator: the first error (non-finite or zero vectors) becomes the ``flag``
     of its rows instead of aborting the whole unit, so the unit's other rows are kept."""
 
-    def __init__(self, acc):
-        self.acc, self.flag = acc, None
+    def __init__(self, acc: Any) -> None:  # an accumulator: ``update(*tensors)``
+        self.acc = acc
+        self.flag: str | None = None
 
-    def update(self, *tensors) -> None:
+    def update(self, *tensors: torch.Tensor) -> None:
         if self.flag is None:
             try:
                 self.acc.update(*tensors)
@@ -229,7 +233,7 @@ def cross_similarity(units: torch.Tensor, counts: Sequence[int]) -> torch.Tensor
     return (units @ units.T) / torch.outer(n, n).to(units)  # [k, k]
 
 
-def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
+def measure_accs(lm: LM, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, layers: list[int],
                  streams: Sequence[Stream], positions: list[int], batch_size: int, seed: int,
                  covariance: bool = False) -> dict[tuple[int, Stream, int], dict]:
     """ACCS of suffix representations for each perturbation in ``shuffles``.
@@ -261,7 +265,7 @@ def measure_accs(lm, windows: torch.Tensor, shuffles: Sequence[Shuffle], *, laye
     return out
 
 
-def measure(lm, options: GeometryOptions, windows: torch.Tensor, shuffles: Sequence[Shuffle],
+def measure(lm: LM, options: GeometryOptions, windows: torch.Tensor, shuffles: Sequence[Shuffle],
             layers: list[int]) -> tuple[list[int], dict[tuple[int, Stream, int], dict]]:
     """(the measured suffix positions, ``measure_accs``'s results) for windows [n, L] under the
     options' streams, suffix positions, batch size, seed and covariance."""
@@ -337,14 +341,14 @@ def window_rows(coords: dict, shuffle: Shuffle | None, stream: str, layer: int, 
     return rows
 
 
-def _finite(name: str, value) -> dict:
+def _finite(name: str, value: float | None) -> dict:
     """{name: value, "flag": None}, or {name: None, "flag": why} for a non-finite value."""
     if value is None or not math.isfinite(float(value)):
         return {name: None, "flag": f"non-finite {name}: the hidden states hold NaN or inf"}
     return {name: float(value), "flag": None}
 
 
-def layer_type_of(lm, layer: int) -> str | None:
+def layer_type_of(lm: LM, layer: int) -> str | None:
     """The attention type of ``layer`` (``LM.layer_type``: sliding_attention, full_attention, ...);
     None where the LM cannot say."""
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
@@ -24,10 +25,13 @@ from ctxlens.core.options import Count, NonNegativeInt, PositiveInt, option
 from ctxlens.core.texts import NATURAL
 from ctxlens.core.units import Cache, Row
 from ctxlens.tasks import RULER_TASKS, get_task
-from ctxlens.tasks.backends import Answer, Backend, TransformersBackend, backend_for
+from ctxlens.tasks.backends import Answer, Backend, Decoder, TransformersBackend, backend_for
 from ctxlens.tasks.base import Sample, check_options, taken_by
 from ctxlens.tasks.render import Template
 from ctxlens.tasks.scoring import gold_text, proves, score
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 @dataclass
@@ -119,7 +123,8 @@ def needle_options(haystack: str, key: str, value: str, depth: float) -> dict:
     return out
 
 
-def samples(lm, config: TaskOptions, task: str, length: int, cache: Cache, extra: dict | None = None) -> list[Sample]:
+def samples(lm: LM, config: TaskOptions, task: str, length: int, cache: Cache,
+            extra: dict | None = None) -> list[Sample]:
     """The (cached) dataset of ``task`` at ``length`` for ``lm``'s tokenizer."""
     from ctxlens.tasks.dataset import generate
 
@@ -135,7 +140,7 @@ def samples(lm, config: TaskOptions, task: str, length: int, cache: Cache, extra
     return last[1]
 
 
-def _backend(lm, config: TaskOptions, cache: Cache):
+def _backend(lm: LM, config: TaskOptions, cache: Cache) -> Decoder:
     """The unit cache's decoding backend (made once: it keeps the shared prefixes' caches)."""
     if "backend" not in cache:
         cache["backend"] = backend_for(lm, config.backend, batch_size=config.batch_size,
@@ -144,7 +149,7 @@ def _backend(lm, config: TaskOptions, cache: Cache):
     return cache["backend"]
 
 
-def decode(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], budgets: list[int]) -> list[str]:
+def decode(lm: LM, config: TaskOptions, cache: Cache, prompts: list[list[int]], budgets: list[int]) -> list[str]:
     """Greedy answers of ``prompts``; in a run, each batch's answers are checkpointed as it finishes
     and answers an interrupted attempt of the unit kept are not decoded again (``core.progress``)."""
     backend = _backend(lm, config, cache)
@@ -168,14 +173,14 @@ def _sample_key(prompt: list[int], budget: int) -> str:
     return hashlib.sha256(json.dumps([list(map(int, prompt)), int(budget)]).encode()).hexdigest()[:32]
 
 
-def golds(lm, batch: list[Sample]) -> list[list[int]]:
+def golds(lm: LM, batch: list[Sample]) -> list[list[int]]:
     """Each sample's gold answer ids: ``scoring.gold_text`` of its task's family, tokenised on its own."""
     from ctxlens.tasks.forced import gold_ids
 
     return [gold_ids(lm.tokenizer, gold_text(get_task(s.task).family, s.outputs)) for s in batch]
 
 
-def answers(lm, config: TaskOptions, cache: Cache, prompts: list[list[int]], batch: list[Sample]) -> list[Answer]:
+def answers(lm: LM, config: TaskOptions, cache: Cache, prompts: list[list[int]], batch: list[Sample]) -> list[Answer]:
     """Every sample's ``Answer`` for ``prompts`` (its prompt as the model sees it): with ``forced`` on the
     transformers backend, the items one teacher-forced forward proves are not decoded
     (``TransformersBackend.generate_forced``), else every item is decoded (``decode``). In a run each
@@ -243,7 +248,7 @@ def answer_depth(sample: Sample) -> dict:
     return {}
 
 
-def rows_for(lm, config: TaskOptions, cache: Cache, batch: list[Sample], visible: int | None = None) -> list[Row]:
+def rows_for(lm: LM, config: TaskOptions, cache: Cache, batch: list[Sample], visible: int | None = None) -> list[Row]:
     """Answer every sample of ``batch`` (optionally seeing only its last ``visible`` tokens), score."""
     bos = len(cache.setdefault("bos", _bos(lm)))
     prompts = [s.input_ids if visible is None else
@@ -269,7 +274,7 @@ def flagged(err: CtxlensError) -> list[Row]:
     return [{"sample": None, "score": None, "flag": str(err)}]
 
 
-def _bos(lm) -> tuple[int, ...]:
+def _bos(lm: LM) -> tuple[int, ...]:
     from ctxlens.tasks.dataset import encoder_for
 
     return encoder_for(lm.tokenizer).prefix

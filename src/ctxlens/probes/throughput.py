@@ -22,9 +22,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 START = 32  # tokens of the first timed prefill
 MAX_PROBE = 4096  # longest prefill the probe times
@@ -73,7 +78,7 @@ class Throughput:
                 f"(probe {self.seconds:.1f} s)")
 
 
-def _timed(lm, fn) -> float:
+def _timed(lm: LM, fn: Callable[[], object]) -> float:
     sync = torch.cuda.synchronize if lm.device.type == "cuda" else (lambda: None)
     sync()
     t0 = time.perf_counter()
@@ -82,7 +87,7 @@ def _timed(lm, fn) -> float:
     return time.perf_counter() - t0
 
 
-def _best(lm, fn, cheap: float) -> float:
+def _best(lm: LM, fn: Callable[[], object], cheap: float) -> float:
     """Seconds of ``fn``: the best of two runs when one is cheaper than ``cheap`` (a busy machine's
     spikes would otherwise set the pace)."""
     first = _timed(lm, fn)
@@ -90,8 +95,8 @@ def _best(lm, fn, cheap: float) -> float:
 
 
 @torch.inference_mode()
-def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1, decode: bool = True,
-            pairs: bool = False) -> Throughput:
+def measure(lm: LM, budget: float = 3.0, seed: int = 0, lengths: Sequence[int] | None = None, batch: int = 1,
+            decode: bool = True, pairs: bool = False) -> Throughput:
     """Probe ``lm`` (an ``LM``) for about ``budget`` seconds (after two warm-up forwards) at the
     shortest and longest of ``lengths`` (default: 32 and the model's positions, up to 4096) and,
     with ``decode``, decoding at ``batch`` (else its pace is left infinite: the plan generates
@@ -117,7 +122,7 @@ def measure(lm, budget: float = 3.0, seed: int = 0, lengths=None, batch: int = 1
 
 
 @torch.inference_mode()
-def pair_cost(lm, ids: torch.Tensor | None = None) -> float:
+def pair_cost(lm: LM, ids: torch.Tensor | None = None) -> float:
     """Seconds per (query, key) pair of ``probes.dominant.accumulate`` on ids [1, n] (default: ``PAIR_WINDOW``
     seeded random ids, fewer for a model with fewer positions; ``PAIR_QUERIES`` queries, ``PAIR_TOP`` keys
     each, every attention layer): its time over a bare q/k scan of the same ids, the better of two of each,
@@ -143,7 +148,7 @@ def _longest(low: int, t_low: float, limit: int, allowed: float) -> int:
     return max(low, min(limit, int(low * allowed / t_low)))
 
 
-def _decode_rate(lm, ids, limit: int, batch: int, budget: float) -> float:
+def _decode_rate(lm: LM, ids: torch.Tensor, limit: int, batch: int, budget: float) -> float:
     """Decoding steps per second of ``batch`` sequences after a short prompt: the extra steps over
     the extra time of a longer generation from the same prompts; both generate exactly their count
     (no end-of-text stop), and the shared prefill cancels out. The cost of a step's attention over a

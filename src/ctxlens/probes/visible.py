@@ -13,20 +13,25 @@ does not count as a visible token.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxlens.core.units import Cache
+from ctxlens.probes.source import SourceOptions
 from ctxlens.probes.windows import bos_id, is_random, source_windows
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
-def samples(lm, config, length: int, cache: Cache) -> torch.Tensor:
+
+def samples(lm: LM, config: SourceOptions, length: int, cache: Cache) -> torch.Tensor:
     """The ``config.n_samples`` token windows of ``length`` ids of ``config.source``: [n_samples, length] (cached)."""
     return source_windows(lm, config.source, [length], config.n_samples, config.seed, cache,
                           text_field=config.text_field).ids
 
 
-def uses_bos(lm, config) -> bool:
+def uses_bos(lm: LM, config: SourceOptions) -> bool:
     """Whether ``config``'s windows get a BOS on ``lm`` (the rows' ``bos`` column): ``config.bos``,
     or for unset (auto) whether the tokenizer adds one, never before the random source's ids."""
     if config.bos is None and is_random(config.source):
@@ -34,7 +39,7 @@ def uses_bos(lm, config) -> bool:
     return bos_id(lm, config.bos) is not None
 
 
-def with_bos(lm, windows: torch.Tensor, config=None) -> torch.Tensor:
+def with_bos(lm: LM, windows: torch.Tensor, config: SourceOptions | None = None) -> torch.Tensor:
     """windows [B, l] -> [B, l + 1] with the tokenizer's BOS id first, or [B, l] unchanged when
     ``config`` (its ``bos`` and ``source``) says no BOS (``uses_bos``); no ``config``: always a BOS."""
     if config is not None and not uses_bos(lm, config):
@@ -43,7 +48,7 @@ def with_bos(lm, windows: torch.Tensor, config=None) -> torch.Tensor:
     return torch.cat([torch.full_like(windows[:, :1], bos), windows], 1)
 
 
-def iter_last_states(lm, windows: torch.Tensor, batch_tokens: int, layer: int | None = None
+def iter_last_states(lm: LM, windows: torch.Tensor, batch_tokens: int, layer: int | None = None
                      ) -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
     """Forward windows [B, l] in batches of about ``batch_tokens`` tokens; yield per batch the
     last position's final hidden state (after the final norm, what the LM head reads) [b, d]
@@ -53,6 +58,6 @@ def iter_last_states(lm, windows: torch.Tensor, batch_tokens: int, layer: int | 
         yield lm.last_states(windows[s : s + rows], block=layer)
 
 
-def next_token_nll(lm, final: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def next_token_nll(lm: LM, final: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """final hidden states [B, d], targets [B] -> nats [B] (float32), through the LM head in chunks."""
     return lm.nll_from_hidden(final[None], targets[None])[0]

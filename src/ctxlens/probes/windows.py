@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import torch
 
@@ -27,8 +27,11 @@ from ctxlens.core.units import Cache
 from ctxlens.data.sources import open_source
 from ctxlens.data.windows import token_windows
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
-def tokenizer_adds_bos(tokenizer) -> bool:
+
+def tokenizer_adds_bos(tokenizer: Any) -> bool:
     """Whether ``tokenizer`` puts its BOS first when it encodes text: encode "a" with its special
     tokens and look at the first id (the tokenizer's own rule, whatever its flags say). False for
     no tokenizer or no BOS token."""
@@ -43,10 +46,10 @@ def tokenizer_adds_bos(tokenizer) -> bool:
 
 
 @overload
-def bos_id(lm, bos: Literal[True]) -> int: ...
+def bos_id(lm: LM, bos: Literal[True]) -> int: ...
 @overload
-def bos_id(lm, bos: bool | None) -> int | None: ...
-def bos_id(lm, bos: bool | None) -> int | None:
+def bos_id(lm: LM, bos: bool | None) -> int | None: ...
+def bos_id(lm: LM, bos: bool | None) -> int | None:
     """The BOS id to put first in ``lm``'s windows, or None: ``bos`` None (auto) follows
     ``tokenizer_adds_bos``; True demands the tokenizer's BOS; False gives None."""
     if bos is False:
@@ -88,7 +91,7 @@ class Windows:
         return torch.cat([torch.full_like(text[:, :1], self.bos_id), text], 1)
 
 
-def cut_windows(lm, source: str, length: int, n: int, seed: int, *, text_field: str = "text",
+def cut_windows(lm: LM, source: str, length: int, n: int, seed: int, *, text_field: str = "text",
                 role: str = "text source") -> torch.Tensor:
     """[n, length] token ids of ``source`` (a source spec, or "random") tokenized for ``lm``;
     ``role`` names the source in the error of a model without a tokenizer."""
@@ -98,7 +101,7 @@ def cut_windows(lm, source: str, length: int, n: int, seed: int, *, text_field: 
     return token_windows(opened, lm.tokenizer, length, n, seed=seed, vocab_size=lm.vocab_size)
 
 
-def source_windows(lm, source: str, lengths: Sequence[int], n: int, seed: int, cache: Cache, *,
+def source_windows(lm: LM, source: str, lengths: Sequence[int], n: int, seed: int, cache: Cache, *,
                    text_field: str = "text", bos: bool | None = False) -> Windows:
     """``n`` windows of ``source`` cut at max(lengths), cached in ``cache`` (the runner's per-model
     dict) per source, text field, seed, n and cut length; ``bos``: see ``bos_id`` (None: auto)

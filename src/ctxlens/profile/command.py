@@ -29,6 +29,7 @@ import math
 import re
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.record as records
@@ -56,6 +57,10 @@ from ctxlens.profile.provenance import provenance, same_setup
 from ctxlens.profile.record import read_record, write
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, skip_reason
+
+if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
+    from ctxlens.lm.specs import Resolved
 
 LOCK = ".ctxlens-profile-lock"  # one profile writes an --out at a time (ctxlens.runner.lock)
 MAX_MINUTES = 7 * 24 * 60  # --budget: a week per model; larger values overflowed the top-up's sample count
@@ -137,6 +142,7 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     the text every part that reads text reads (default the natural text, ``ctxlens.core.texts``), opened
     (and, for the natural text, its digests checked) before anything is written."""
     from ctxlens.lm.info import read_info
+    from ctxlens.lm.specs import resolved
     from ctxlens.runner.execute import run
     from ctxlens.runner.model_options import LOAD_KEYS, parse_model_options
 
@@ -148,14 +154,15 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
                            "--decide 30.")
     model_options = parse_model_options(model_options or {})
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
-    infos = {spec: read_info(spec, **read) for spec in models}  # an unknown model fails here, nothing written
+    where = {spec: resolved(spec) for spec in models}  # each spec resolved once: an unknown model fails here
+    infos = {spec: read_info(where[spec], **read) for spec in models}  # nothing written yet
     if plan_only:
         old = check(models, minutes, out, length, redo, source)
         record = {"budget_minutes": minutes, "source": source, "models": dict(old.get("models") or {})}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options,
                              {k: model_options[k] for k in LOAD_KEYS if k in model_options}, progress, clock, probe,
                              runner or run, plan_only=True, source=source)
-        return _profile_all(ctx, models, infos)
+        return _profile_all(ctx, models, infos, where)
     held = _lock(out)
     try:
         old = check(models, minutes, out, length, redo, source)  # the record read under the lock
@@ -164,7 +171,7 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
         load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options, load_options, progress, clock,
                              probe, runner or run, decide=60.0 * decide, source=source)
-        return _profile_all(ctx, models, infos)
+        return _profile_all(ctx, models, infos, where)
     finally:
         held.release()
 
@@ -192,15 +199,17 @@ def _lock(out: Path):
     return held
 
 
-def _profile_all(ctx: ProfileContext, models: list[str], infos: dict) -> Profiled:
-    """``profile`` once its input is checked and its lock held: each model in turn, its state in ``ctx.record``."""
+def _profile_all(ctx: ProfileContext, models: list[str], infos: dict[str, ModelInfo],
+                 where: dict[str, Resolved]) -> Profiled:
+    """``profile`` once its input is checked and its lock held: each model in turn (``where`` it resolved,
+    once, in ``profile``), its state in ``ctx.record``."""
     record = ctx.record
     labels = _labels(models, record)
     failed = 0
     for spec in models:
         state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
         record["models"][spec] = state
-        failed += _profile_one(ctx, spec, state)
+        failed += _profile_one(ctx, spec, state, where[spec])
     return Profiled(run_dirs(ctx.out, record), record, failed)
 
 
@@ -216,15 +225,16 @@ def _labels(models: list[str], record: dict) -> dict[str, str]:
     return taken
 
 
-def _profile_one(ctx: ProfileContext, spec: str, state: dict) -> int:
-    """Load ``spec``, plan its suite into ``state`` (its part of the record) unless a resume holds one,
+def _profile_one(ctx: ProfileContext, spec: str, state: dict, where: Resolved) -> int:
+    """Load ``spec`` (resolved to ``where``: the loaded LM carries it down to the runner, so no part
+    resolves it again), plan its suite into ``state`` (its part of the record) unless a resume holds one,
     redo ``ctx.redo``, print the plan and run it; the number of parts that failed."""
     from ctxlens.lm.loading import load
     from ctxlens.probes.throughput import Throughput, measure
 
     clock, seconds, probe = ctx.clock, ctx.seconds, ctx.probe
     started = clock()
-    lm = load(spec, **ctx.load_options)
+    lm = load(where, **ctx.load_options)
     measured_with = provenance(lm)
     if "parts" in state:  # a resume: the parts still to run must measure what the recorded ones measured
         same_setup(spec, state.get("provenance"), measured_with, bool(ctx.redo))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ctxlens.profile.pacing as pacing
 import ctxlens.profile.record as records
@@ -19,8 +20,11 @@ from ctxlens.profile.planning import REPORT_SECONDS, load_average
 from ctxlens.profile.record import write
 from ctxlens.profile.resume import SUPERSEDED, committed_seconds, recover, supersede
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
-def run_parts(ctx: ProfileContext, spec: str, lm, state: dict, started: float, speed) -> int:
+
+def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: dict, started: float, speed) -> int:
     """Run the planned parts of ``spec`` (loaded: ``lm``) in turn, each refitting the rest to the time
     left, then rounds of the needle grid while a needle line is undecided and time is left
     (``profile.rounds``); the number of parts that failed."""

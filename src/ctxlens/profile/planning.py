@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from typing import TYPE_CHECKING
 
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.power as power
@@ -15,6 +16,9 @@ import ctxlens.profile.rounds as rounds
 from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
 from ctxlens.profile.suite import PARTS
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 REPORT_SECONDS = 0.05  # share of the budget kept for the report
 PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
@@ -27,7 +31,7 @@ def pairs_to_run(state: dict) -> bool:
     return any(p["name"] in pairs and p["status"] in ("planned", "left out") for p in state["parts"])
 
 
-def time_pairs(lm, state: dict) -> None:
+def time_pairs(lm: LM, state: dict) -> None:
     """Add the probe's cost per (query, key) pair (``probes.throughput.pair_cost``) to a recorded
     throughput that lacks it, and say so in ``adjustments``."""
     from ctxlens.probes.throughput import pair_cost
@@ -37,7 +41,7 @@ def time_pairs(lm, state: dict) -> None:
         f"the recorded probe predates the cost per (query, key) pair: timed now, {cost * 1e3:.3g} ms per pair")
 
 
-def at_length(lm, speed, length: int, allowed: float):
+def at_length(lm: LM, speed, length: int, allowed: float):
     """(``speed`` re-fitted to one forward of ``length`` tokens, timed; a note saying so) when the probe
     stopped short of ``length`` and that forward should take at most ``allowed`` seconds; else None.
     The short probe extrapolates the per-token cost linearly, which a long input's memory traffic
@@ -52,7 +56,7 @@ def at_length(lm, speed, length: int, allowed: float):
     return speed.through(length, took), note
 
 
-def timed_forward(lm, n: int) -> float:
+def timed_forward(lm: LM, n: int) -> float:
     """Seconds of one forward of ``n`` random token ids (seeded) through ``lm``."""
     import torch
 
@@ -63,7 +67,7 @@ def timed_forward(lm, n: int) -> float:
     return time.perf_counter() - began
 
 
-def calibrated(lm, speed):
+def calibrated(lm: LM, speed):
     """The probe's pace re-timed on one forward of ``CALIBRATE`` tokens when the probe stopped at
     fewer (on a busy machine it may stop at 32, where the cost of a forward, not of its tokens,
     sets the pace and every longer input would be estimated far too slow)."""

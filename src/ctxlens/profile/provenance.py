@@ -4,14 +4,19 @@ with other weights or another tokenizer never pool into one card line."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ctxlens.profile.record as records
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.terminal import printable
 
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 PROVENANCE = records.PROVENANCE
 
 
-def provenance(lm) -> dict[str, str | None]:
+def provenance(lm: LM) -> dict[str, str | None]:
     """What the parts of a profile measure with: the weights' digest (the GGUF file's own sha256, else
     ctxlens's fingerprint of the directory), the tokenizer's (every rule that turns text into ids and
     frames a chat prompt: ``tasks.tokens.fingerprint``), the dtype, device and attention implementation

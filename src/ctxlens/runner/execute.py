@@ -50,6 +50,7 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.core.units import Cache
 from ctxlens.experiments.base import Experiment, make_config
 from ctxlens.experiments.registry import get_experiment
+from ctxlens.lm.specs import Resolved, resolved
 from ctxlens.runner import dist, lock, partial, plans, preflight
 from ctxlens.runner.meter import count_tokens, unit_meter
 from ctxlens.runner.model_options import LOAD_KEYS, extrapolating, parse_model_options, prepare
@@ -88,7 +89,7 @@ def _same_options(out: Path, exp, config) -> None:
                            "use a new --out directory or the same options.")
 
 
-def _same_weights(out: Path, spec: str, lm) -> str:
+def _same_weights(out: Path, spec: str, lm: LM) -> str:
     """The loaded model's fingerprint, after checking it against the one the run recorded for
     ``spec`` (weights replaced under the same name must not mix two models' rows)."""
     from ctxlens.core.errors import CtxlensError
@@ -107,15 +108,16 @@ def _same_weights(out: Path, spec: str, lm) -> str:
     return now
 
 
-def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict) -> tuple[LM | str, dict]:
-    """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``), checked against the
-    experiment's needs and prepared, with what ``prepare`` changed; the spec itself for experiments
-    that build their own."""
+def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict,
+           where: Resolved | None = None) -> tuple[LM | str, dict]:
+    """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``; from ``where``, the spec
+    resolved by ``_plan_models``, when it is given), checked against the experiment's needs and prepared,
+    with what ``prepare`` changed; the spec itself for experiments that build their own."""
     from ctxlens.lm.loading import load
 
     if not exp.loads_model:
         return spec, {}
-    lm = loaded[spec] if spec in loaded else load(spec, **load_options)
+    lm = loaded[spec] if spec in loaded else load(where or spec, **load_options)
     for need in exp.needs:
         lm.family.require(need, spec)
     return lm, prepare(lm, model_options) or {}
@@ -216,9 +218,10 @@ class _Job:
 
 
 def _plan_models(job: _Job) -> list[tuple]:
-    """(spec, plan, its units this process owns, those not yet committed) per model, each model's
-    lengths checked against its positions from its config (``preflight.check_lengths``): all
-    before any model loads."""
+    """(spec, where it resolved, plan, its units this process owns, those not yet committed) per model,
+    each model's lengths checked against its positions from its config (``preflight.check_lengths``):
+    all before any model loads. Each spec is resolved at most once here (``_where``; a loaded model
+    brings its own), and what it resolved to travels down to the plan, the config read and the load."""
     exp, load_options, model_options, loaded = job.exp, job.load_options, job.model_options, job.loaded
     done = committed_units(job.out)
     before = read_config(job.out) or {}
@@ -226,27 +229,42 @@ def _plan_models(job: _Job) -> list[tuple]:
     read_options = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
     index, planned = 0, []
     for spec in job.models:
+        where = getattr(loaded.get(spec), "resolved", None)  # a loaded model's own; None: not resolved yet
+        if where is None and exp.defaults is not None and spec not in recorded and spec not in listed_before:
+            where = resolved(spec)  # the plan reads its config (an unknown model fails here, nothing written)
         mp = plans.for_model(exp, job.options, job.config, spec, recorded, listed_before, job.extrapolate,
-                             read_options)
+                             read_options, where)
         units = [{"model": spec, "experiment": exp.name, **u} for u in exp.plan(mp.config)]
         mine = [u for i, u in enumerate(units, start=index) if job.shard.owns(i)]
         index += len(units)
         todo = [u for u in mine if RunStore.unit_key(u) not in done]
         if todo and exp.loads_model:
-            info = loaded[spec].info if spec in loaded else mp.info or _config_info(spec, read_options)
+            if where is None and spec not in loaded:
+                where = _where(spec)
+            info = loaded[spec].info if spec in loaded else mp.info or _config_info(where, read_options)
             preflight.check_lengths(spec, info, preflight.planned_lengths(mp.config, todo),
                                     extrapolating(model_options))
-        planned.append((spec, mp, mine, todo))
+        planned.append((spec, where, mp, mine, todo))
     return planned
 
 
-def _config_info(spec: str, read_options: dict):
-    """``spec``'s ModelInfo from its config, or None when the config cannot be read here (then the
-    load says why, and the model checks its lengths as it runs)."""
+def _where(spec: str) -> Resolved | None:
+    """``spec`` resolved, or None when it cannot be here (then its load, in its turn, says why)."""
+    try:
+        return resolved(spec)
+    except CtxlensError:
+        return None
+
+
+def _config_info(where: Resolved | None, read_options: dict):
+    """The ModelInfo of the model resolved to ``where`` from its config, or None when it did not resolve
+    or the config cannot be read here (then the load says why, and the model checks its lengths as it runs)."""
     from ctxlens.lm.info import read_info
 
+    if where is None:
+        return None
     try:
-        return read_info(spec, **read_options)
+        return read_info(where, **read_options)
     except CtxlensError:
         return None
 
@@ -256,14 +274,14 @@ def _run_models(job: _Job, writer: RunWriter) -> RunResult:
     (a ``FinishedRun`` when nothing was left and nothing was opened)."""
     exp, out, shard, model_options, progress = job.exp, job.out, job.shard, job.model_options, job.progress
     planned = _plan_models(job)
-    for position, (spec, mp, mine, todo) in enumerate(planned):
+    for position, (spec, where, mp, mine, todo) in enumerate(planned):
         if exp.defaults is not None:
             writer.resolved[spec] = mp.filled
         if not todo:
             continue
-        lm, columns = _ready(exp, spec, job.load_options, model_options, job.loaded)
+        lm, columns = _ready(exp, spec, job.load_options, model_options, job.loaded, where)
         cache: Cache = {}
-        if exp.loads_model:
+        if not isinstance(lm, str):  # a loaded model (exp.loads_model)
             writer.fingerprints[spec] = _same_weights(out, spec, lm)
         info = mp.info if isinstance(lm, str) else lm.info  # a str: the spec of an experiment that loads none
         if info is not None:
@@ -272,7 +290,7 @@ def _run_models(job: _Job, writer: RunWriter) -> RunResult:
             _announce(job, mp, lm, todo, len(mine))
         desc = f"{exp.name} {spec}" + (f" [rank {shard.rank}/{shard.world}]" if shard.sharded else "")
         listed_now = job.models[:position + 1]
-        with count_tokens(lm if exp.loads_model else None):
+        with count_tokens(None if isinstance(lm, str) else lm):
             for n, unit in enumerate(tqdm(todo, desc=desc, disable=not progress, unit="unit")):
                 key = RunStore.unit_key(unit)
                 part = partial.PartialUnit(out, key, partial.fingerprint(
@@ -300,15 +318,15 @@ def _run_models(job: _Job, writer: RunWriter) -> RunResult:
     return store
 
 
-def _announce(job: _Job, mp, lm, todo, n_units) -> None:
+def _announce(job: _Job, mp, lm: LM | str, todo, n_units) -> None:
     """With ``job.announce``, the plan to stderr (before any forward), then the estimate from a
     throughput probe at the plan's lengths; with ``job.max_hours``, a plan estimated longer is
     refused here, before any unit."""
     exp, announce, max_hours = job.exp, job.announce, job.max_hours
-    info = lm.info if exp.loads_model else mp.info
+    info = mp.info if isinstance(lm, str) else lm.info  # a str: the spec of an experiment that loads none
     if announce:
         print("\n".join(plans.describe(exp, mp, info, todo, n_units, job.extrapolate)), file=sys.stderr, flush=True)
-    if not exp.loads_model:
+    if isinstance(lm, str):
         return
     from ctxlens.probes.throughput import measure
 

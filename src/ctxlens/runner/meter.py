@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
 from ctxlens.core import progress as progress_channel
 from ctxlens.core.units import Unit
 from ctxlens.runner import plans
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 def unit_meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
@@ -22,7 +26,7 @@ def unit_meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
 
 
 @contextmanager
-def count_tokens(lm):
+def count_tokens(lm: LM | None):
     """Count the tokens every forward of ``lm`` runs into the current unit's meter: the input
     embedding sees ``[B, L]`` ids per call (one call per generated token), and each of the
     ``n_layers`` decoder layers then adds ``B * L / n_layers``, so a long prefill (one forward)

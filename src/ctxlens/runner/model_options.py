@@ -8,9 +8,13 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.errors import CtxlensError, clip
 from ctxlens.experiments.base import make_config
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 LOAD_KEYS = ("dtype", "device", "device_map", "offload_folder", "attn_implementation", "trust_remote_code", "revision")
 
@@ -113,7 +117,7 @@ def check_device_map(device_map) -> None:
         check_device(device_map, "--device-map")
 
 
-def prepare(lm, model_options: dict) -> dict:
+def prepare(lm: LM, model_options: dict) -> dict:
     """Apply the model options that change a loaded model; returns the RoPE change as columns
     (``{"rope_changed": {layer type or "all": new parameters}}``, empty when none)."""
     theta, scaling, layers = (model_options.get(k) for k in ("rope_theta", "rope_scaling", "rope_layers"))

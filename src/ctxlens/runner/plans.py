@@ -20,6 +20,7 @@ from ctxlens.core.progress import duration
 from ctxlens.core.units import Unit
 from ctxlens.experiments.base import Experiment, Work, make_config
 from ctxlens.lm.info import ModelInfo, read_info
+from ctxlens.lm.specs import Resolved
 from ctxlens.probes.throughput import Throughput
 
 SAMPLE_COUNTS = ("n_samples", "n_sequences", "n_windows")  # the fallback's sequences per unit
@@ -38,10 +39,11 @@ class ModelPlan:
 
 
 def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict, listed: Sequence[str],
-              extrapolate: bool, read_options: dict | None = None) -> ModelPlan:
+              extrapolate: bool, read_options: dict | None = None, where: Resolved | None = None) -> ModelPlan:
     """The plan config of ``spec``: ``config`` with the model's defaults for options not in
     ``options`` (the user's), from ``recorded`` (config.yaml's ``resolved``) when the run holds
-    them, kept as declared for a model ``listed`` before records existed, else from its config."""
+    them, kept as declared for a model ``listed`` before records existed, else from its config
+    (read from ``where``, ``spec`` resolved by the caller, when it is given)."""
     if exp.defaults is None:
         return ModelPlan(spec, config, {})
     if spec in recorded:
@@ -51,7 +53,7 @@ def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict,
     if spec in listed:
         return ModelPlan(spec, config, {}, ("this run predates options from the model: it keeps the declared "
                                             "defaults",))
-    info = read_info(spec, **(read_options or {}))
+    info = read_info(where or spec, **(read_options or {}))
     made = exp.defaults(info, config, frozenset(options), extrapolate)
     filled = {k: v for k, v in made.values.items() if k not in options}
     notes = ((f"options from the model: {_show(filled)}",) if filled else ()) + tuple(made.notes)

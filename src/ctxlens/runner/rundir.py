@@ -12,14 +12,15 @@ from pathlib import Path
 
 import yaml
 
-from ctxlens.core import files, yaml_safe
+from ctxlens.core import files, schema, yaml_safe
 from ctxlens.core.errors import CtxlensError
 
 _UNSET = "<unset>"
 
 
 def read_config(directory: str | os.PathLike) -> dict | None:
-    """The run's ``config.yaml``, or None when there is none (read-only)."""
+    """The run's ``config.yaml``, or None when there is none (read-only), checked against its declaration
+    (``ctxlens.core.schema.CONFIG``; one without a version is version 1)."""
     path = Path(directory) / "config.yaml"
     files.refuse_link_or_special(path)
     if not path.exists():
@@ -31,7 +32,7 @@ def read_config(directory: str | os.PathLike) -> dict | None:
     if not isinstance(config, dict):
         raise CtxlensError(f"{path} does not hold a run configuration; restore it, or start the run again in a "
                            "new --out directory.")
-    return config
+    return schema.validate(schema.CONFIG.kind, config, path)
 
 
 _OURS = re.compile(r"(config\.yaml|env\.json|(results|units)(\.rank\d+)?\.jsonl|results(\.rank\d+)?\.jsonl\.gz"
@@ -72,12 +73,13 @@ def check_ours(directory: str | os.PathLike) -> None:
 
 def check_config(directory: str | os.PathLike, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
     """Raise if ``directory`` holds a run whose ``config.yaml`` differs from ``config`` in ``compare_keys``
-    (all keys when None); touches nothing, so a run can check before it writes anything."""
+    (all keys but the version when None); touches nothing, so a run can check before it writes anything."""
     old = read_config(directory)
     if old is None:
         return
     new = yaml.safe_load(yaml.safe_dump(config, sort_keys=False))  # compare as stored, so tuples equal lists
-    keys = list(compare_keys) if compare_keys is not None else list(dict.fromkeys([*old, *new]))
+    keys = (list(compare_keys) if compare_keys is not None
+            else [k for k in dict.fromkeys([*old, *new]) if k != schema.VERSION_KEY])
     diffs = [f"{k}: {old.get(k, _UNSET)} -> {new.get(k, _UNSET)}" for k in keys
              if old.get(k, _UNSET) != new.get(k, _UNSET)]
     if diffs:

@@ -5,8 +5,12 @@ Layout of a run directory::
     config.yaml     the run's configuration (written atomically: temp file + os.replace)
     env.json        environment facts (written atomically)
     results.jsonl   one JSON object per line, one row per measurement
-    units.jsonl     the commit log: {"unit": KEY, "rows": N, "end": BYTE_OFFSET, "seconds": S} per finished unit
-                    (S: the unit's measured time, ``unit_seconds``)
+    units.jsonl     the commit log: {"schema": 1, "unit": KEY, "rows": N, "end": BYTE_OFFSET, "seconds": S} per
+                    finished unit (S: the unit's measured time, ``unit_seconds``)
+
+Each file's fields and version are declared in ``ctxlens.core.schema`` (a line or file without a
+version is version 1, as every run written before versions were); the store stamps the version on what
+it writes, and a commit-log line of a newer version is refused in one sentence, never cut as torn.
 
 Commit protocol. A unit of work (one point of the experiment grid) is committed in two steps:
 
@@ -42,6 +46,8 @@ What a store refuses, before changing any byte (one sentence each):
   them (``core.files``);
 - a directory that is not a ctxlens run: files in it but none of ours, or a results file whose
   commit log is missing (deleting ``units.jsonl`` must not silently drop committed rows);
+- a complete commit-log line that is not an entry as ``core.schema.UNITS`` declares it, or is of a
+  newer version (a crash cuts only the last line, before its newline);
 - committed rows that do not match their commit log (a line edited or corrupted in the middle):
   repair only ever cuts the uncommitted tail, so it first checks that every committed unit's
   rows are where its log says and parse as JSON.
@@ -61,7 +67,7 @@ from pathlib import Path
 
 import yaml
 
-from ctxlens.core import files
+from ctxlens.core import files, schema
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.units import Row, Unit
 from ctxlens.runner.compression import ARCHIVE_SUFFIX, archived, gunzip
@@ -86,21 +92,24 @@ def _dumps_line(obj) -> bytes:
     return (json.dumps(_clean(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 
-def _committed_units(units: bytes, results_size: int) -> tuple[list[dict], int]:
-    """The valid prefix of a commit log: its entries and its length in bytes.
+def _committed_units(units: bytes, results_size: int, where: object = "units.jsonl") -> tuple[list[dict], int]:
+    """The valid prefix of the commit log ``where``: its entries and its length in bytes.
 
-    An entry is valid when its line is complete, well formed, and its end offset neither goes
-    backwards nor points past the end of the results file.
+    The prefix ends at a line a crash cut off (no newline yet) or whose end offset goes backwards or
+    points past the end of the results file. A complete line that is not a commit-log entry as
+    ``core.schema.UNITS`` declares it (or is of a newer version) was not cut by a crash: it is one
+    sentence, so that nothing after it is cut.
     """
     entries, valid_bytes, last_end = [], 0, 0
-    for line in units.splitlines(keepends=True):
+    for number, line in enumerate(units.splitlines(keepends=True), start=1):
+        if not line.endswith(b"\n"):
+            break
         try:
-            entry = json.loads(line) if line.endswith(b"\n") else None
-        except ValueError:
-            entry = None
-        if not (isinstance(entry, dict) and isinstance(entry.get("unit"), str)
-                and type(entry.get("rows")) is int and type(entry.get("end")) is int
-                and last_end <= entry["end"] <= results_size):
+            entry = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
+            entry = line.decode(errors="replace").strip()
+        schema.validate(schema.UNITS.kind, entry, f"{where} line {number}")
+        if not last_end <= entry["end"] <= results_size:
             break
         entries.append(entry)
         valid_bytes += len(line)
@@ -151,7 +160,7 @@ def read_results(path: Path) -> tuple[bytes, Path]:
 
 def _read_committed(results: Path, units: Path) -> list[Row]:
     data, source = read_results(results)
-    entries, _ = _committed_units(files.read_bytes(units), len(data))
+    entries, _ = _committed_units(files.read_bytes(units), len(data), units)
     return _committed_rows(source, data, entries)
 
 
@@ -191,7 +200,7 @@ def unit_seconds(directory: str | os.PathLike) -> list[float]:
     out: list[float] = []
     for results, units in _logs(Path(directory)):
         size = results.stat().st_size if results.exists() else len(read_results(results)[0])
-        for entry in _committed_units(files.read_bytes(units), size)[0]:
+        for entry in _committed_units(files.read_bytes(units), size, units)[0]:
             seconds = entry.get("seconds")
             ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < 1e7
             out.append(float(seconds) if ok and seconds is not None else 0.0)
@@ -203,7 +212,7 @@ def committed_units(directory: str | os.PathLike) -> set[str]:
     done = set()
     for results, units in _logs(Path(directory)):
         size = results.stat().st_size if results.exists() else len(read_results(results)[0])
-        done |= {entry["unit"] for entry in _committed_units(files.read_bytes(units), size)[0]}
+        done |= {entry["unit"] for entry in _committed_units(files.read_bytes(units), size, units)[0]}
     return done
 
 
@@ -257,7 +266,7 @@ class RunStore:
         data = files.read_bytes(self.results_path)
         results_size = len(data)
         units = files.read_bytes(self.units_path)
-        entries, valid_bytes = _committed_units(units, results_size)
+        entries, valid_bytes = _committed_units(units, results_size, self.units_path)
         _committed_rows(self.results_path, data, entries)  # raises, before any change, on a corrupt row
         if valid_bytes < len(units):
             dropped = len(units[valid_bytes:].splitlines())
@@ -280,7 +289,7 @@ class RunStore:
 
     def write_config(self, config: dict, *, compare_keys: Iterable[str] | None = None) -> None:
         check_config(self.dir, config, compare_keys=compare_keys)
-        self._write(self.dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+        self._write(self.dir / "config.yaml", yaml.safe_dump(schema.stamp(schema.CONFIG.kind, config), sort_keys=False))
 
     def _write(self, path: Path, text: str) -> None:
         try:
@@ -292,7 +301,8 @@ class RunStore:
         return read_config(self.dir)
 
     def write_env(self, env: dict) -> None:
-        self._write(self.dir / "env.json", json.dumps(_clean(env), indent=2, allow_nan=False) + "\n")
+        self._write(self.dir / "env.json",
+                    json.dumps(_clean(schema.stamp(schema.ENV.kind, env)), indent=2, allow_nan=False) + "\n")
 
     def done(self) -> set[str]:
         return set(self._done)
@@ -305,8 +315,8 @@ class RunStore:
         path = self.results_path
         try:
             end = files.append(path, b"".join(_dumps_line(row) for row in rows), self._end)
-            line = _dumps_line({"unit": unit, "rows": len(rows), "end": end,
-                                **({"seconds": round(seconds, 3)} if seconds is not None else {})})
+            timed = {"seconds": round(seconds, 3)} if seconds is not None else {}
+            line = _dumps_line(schema.stamp(schema.UNITS.kind, {"unit": unit, "rows": len(rows), "end": end, **timed}))
             path = self.units_path
             self._units_end = files.append(path, line, self._units_end)
         except OSError as err:

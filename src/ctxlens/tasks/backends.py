@@ -42,6 +42,9 @@ from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.prefix_cache import copied, prefill, reuse_problem
 from ctxlens.tasks.prefix import PrefixStore, common_length, shared_lengths
 
+if typing.TYPE_CHECKING:
+    from ctxlens.lm.model import LM
+
 Backend = typing.Literal["transformers", "vllm", "openai"]
 BACKENDS = typing.get_args(Backend)
 
@@ -115,7 +118,7 @@ class TransformersBackend(Decoder):
 
     name = "transformers"
 
-    def __init__(self, lm, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20):
+    def __init__(self, lm: LM, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20):
         lm.require_tokenizer("task generation")
         if batch_size < 1:
             raise CtxlensError(f"batch_size must be at least 1, got {batch_size}.")
@@ -320,7 +323,7 @@ class OpenAIBackend(Decoder):
             raise CtxlensError(f"The completions endpoint {self.url} answered without choices[0].text.") from None
 
 
-def backend_for(lm, name: str = "transformers", *, batch_size: int = 8, tensor_parallel: int = 1,
+def backend_for(lm: LM, name: str = "transformers", *, batch_size: int = 8, tensor_parallel: int = 1,
                 api_base: str = "", api_model: str = "", send: str = "ids", share_prefix: bool = True) -> Decoder:
     """The backend ``name`` for ``lm`` (its tokenizer fits the prompts in every case); ``share_prefix``
     applies to transformers (vLLM caches prefixes itself)."""
@@ -329,9 +332,10 @@ def backend_for(lm, name: str = "transformers", *, batch_size: int = 8, tensor_p
     if name == "transformers":
         return TransformersBackend(lm, batch_size, share_prefix)
     if name == "vllm":
-        from ctxlens.lm.loading import resolve
+        from ctxlens.lm.specs import resolve
 
-        return VLLMBackend(resolve(lm.name), tensor_parallel=tensor_parallel)
+        where = lm.resolved.path if lm.resolved is not None else resolve(lm.name)  # as loaded: not resolved again
+        return VLLMBackend(where, tensor_parallel=tensor_parallel)
     if not api_base:
         raise CtxlensError("The openai backend needs --api-base, e.g. http://localhost:8000/v1.")
     return OpenAIBackend(api_base, api_model or lm.name, lm.tokenizer, send)

@@ -34,10 +34,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxlens.lm.prefix_cache import croppable
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 TIE = 1e-4  # float32: logits within TIE * max(1, |logit|) of each other count as tied
 # generation settings that can move greedy decoding off the raw argmax, with their neutral values
@@ -84,7 +88,7 @@ def argmax_moved(model, config=None) -> str:
 
 
 @torch.inference_mode()
-def judge(lm, hidden: torch.Tensor, gold: torch.Tensor, valid: torch.Tensor) -> list[Forced]:
+def judge(lm: LM, hidden: torch.Tensor, gold: torch.Tensor, valid: torch.Tensor) -> list[Forced]:
     """hidden [B, M, d_model]: the final hidden states that predict gold [B, M], of which ``valid`` [B, M]
     marks each row's own (its first m) -> one ``Forced`` per row."""
     logits = lm.head_logits(hidden).float()  # [B, M, vocab]
@@ -102,7 +106,7 @@ def judge(lm, hidden: torch.Tensor, gold: torch.Tensor, valid: torch.Tensor) -> 
 
 
 @torch.inference_mode()
-def forced(lm, ids: torch.Tensor, golds: Sequence[Sequence[int]], cache=None) -> list[Forced]:
+def forced(lm: LM, ids: torch.Tensor, golds: Sequence[Sequence[int]], cache=None) -> list[Forced]:
     """One teacher-forced forward of prompts ids [B, L] (equal in length: no padding) and their gold ids
     (m_i each, right-padded to M = max m_i: the padding follows a row's gold, so causal attention keeps
     it out of every logit read). With ``cache`` (the model's cache of ids[:, :L-1], extended in place
@@ -146,7 +150,7 @@ def rows_of(cache, rows: Sequence[int], batch: int, device, fresh: bool = False)
     return cache
 
 
-def prove(lm, ids: torch.Tensor, golds: Sequence[Sequence[int]], budgets: Sequence[int], eos: set[int],
+def prove(lm: LM, ids: torch.Tensor, golds: Sequence[Sequence[int]], budgets: Sequence[int], eos: set[int],
           accept: Callable[[int, list[int]], bool], cache=None) -> tuple[list[Forced], list[list[int] | None], object]:
     """(``Forced`` of each row's gold ids, the ids greedy decoding provably writes first for each row or
     None, the cache of ids[:, :L-1] again) for prompts ids [B, L] with ``cache`` of ids[:, :L-1] (None:

@@ -87,5 +87,7 @@ def ref_path(name: str) -> Path:
 
 
 def ref_resolved(name: str) -> Resolved:
-    """The ``ref:NAME`` resolver (``ctxlens.lm.specs.ENTRY_POINTS``): ``ref_path``."""
-    return Resolved(str(ref_path(name)))
+    """The ``ref:NAME`` resolver (``ctxlens.lm.specs.ENTRY_POINTS``): ``ref_path``, a GGUF conversion whose
+    directory is named by the file's sha256 (``ctxlens.lm.gguf_cache.cache_dir``), the digest it carries."""
+    path = ref_path(name)
+    return Resolved(str(path), digest=f"sha256:{path.name}")

@@ -10,6 +10,7 @@ windows (``ctxlens.findings.accs``), never from layers or positions counted as i
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from ctxlens.core import stats
 from ctxlens.core.papers import named
@@ -49,7 +50,7 @@ def _rho(v: float | None) -> str:
     return "-" if v is None else f"{v:+.2f}"
 
 
-def _ci(ci) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "-" if ci is None else f"{ci[0]:+.2f} to {ci[1]:+.2f}"
 
 

@@ -7,6 +7,8 @@ randomization test of the top heads against random draws on paired passkeys."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ctxlens.core.papers import named
 from ctxlens.findings import masking as mask
 from ctxlens.findings import positional as pos
@@ -35,11 +37,11 @@ def _plain(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("transform", "none") == "none"]
 
 
-def _head(h) -> str:
+def _head(h: Sequence[int]) -> str:
     return f"L{h[0]}H{h[1]}"
 
 
-def _q(q) -> str:
+def _q(q: Sequence[float] | None) -> str:
     return "-" if q is None else f"{q[1]:.2f} (IQR {q[0]:.2f}-{q[2]:.2f})"
 
 
@@ -126,11 +128,11 @@ def _presence_verdict(test: dict) -> str:
             + (f"; {split}" if split else "") + f"; {against}")
 
 
-def _f(x, fmt: str = "+.2f") -> str:
+def _f(x: float | None, fmt: str = "+.2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _ci(ci) -> str:
+def _ci(ci: Sequence[float] | None) -> str:
     return "-" if ci is None else f"{ci[0]:+.2f} to {ci[1]:+.2f}"
 
 

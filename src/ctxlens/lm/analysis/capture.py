@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 import ctxlens.lm.placement as placement
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.analysis.forward import QKRecorder, Stop, run_forward
+
+if TYPE_CHECKING:
+    from ctxlens.lm.analysis.face import LMFace
 
 
 def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:
@@ -90,12 +94,13 @@ class Capture:
         return _Expanded(self.kv_keys, self.n_heads)
 
 
-def _layer_list(lm, req: Iterable[int] | int | str | None) -> list[int]:
+def _layer_list(lm: LMFace, req: Iterable[int] | int | str | None) -> list[int]:
     """The layers a capture request names: None or [] nothing, "all" every layer, an int or a list
     of indices (negatives count from the end) resolved by ``LM.layer_indices``."""
     if req is None or (not isinstance(req, (int, str)) and not list(req)):
         return []
-    return lm.layer_indices(None if req == "all" else [req] if isinstance(req, int) else list(req))
+    listed = None if req == "all" else [req] if isinstance(req, int) else list(cast("Iterable[int]", req))
+    return lm.layer_indices(listed)
 
 
 def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
@@ -112,7 +117,7 @@ def _first(out) -> torch.Tensor:
 
 
 def run_capture(
-    lm,
+    lm: LMFace,
     input_ids: torch.Tensor,
     *,
     residual: Sequence[int] | str | None = None,
@@ -217,7 +222,8 @@ def run_capture(
     return cap
 
 
-def last_states(lm, input_ids: torch.Tensor, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def last_states(lm: LMFace, input_ids: torch.Tensor,
+                block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(final hidden state [batch, d_model] after the final norm, output of block ``block``
     [batch, d_model] or None) at the last position of input_ids [batch, seq]: one full forward
     (the final state needs every layer), with a hook on ``block`` when one is asked for."""

@@ -12,18 +12,22 @@ callback once and can stop after the last.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 import ctxlens.lm.attention as attn_fn
 from ctxlens.core.errors import CtxlensError
 
+if TYPE_CHECKING:
+    from ctxlens.lm.analysis.face import LMFace
+
 
 class Stop(Exception):
     """Raised by a hook or a recorder to end the forward early."""
 
 
-def run_forward(lm, input_ids: torch.Tensor, *, hooks: Sequence = (), recorder=None,
+def run_forward(lm: LMFace, input_ids: torch.Tensor, *, hooks: Sequence = (), recorder=None,
                 attention_mask: torch.Tensor | None = None):
     """``lm.base_forward`` of input_ids [batch, seq] in inference mode with ``hooks`` (handles of
     hooks already registered) and ``recorder`` (pushed on the attention function) live.
@@ -50,7 +54,7 @@ class QKRecorder:
     function and calls ``on_layer(layer, module, q, k)`` once for each of ``layers``; with
     ``stop_after_last`` it raises ``Stop`` once every layer has been seen."""
 
-    def __init__(self, lm, layers: Sequence[int], on_layer: Callable, stop_after_last: bool = False):
+    def __init__(self, lm: LMFace, layers: Sequence[int], on_layer: Callable, stop_after_last: bool = False):
         self.lm, self.on_layer, self.stop_after_last = lm, on_layer, stop_after_last
         self.layers = sorted(set(layers))
         self.modules = {id(lm.attention(layer)): layer for layer in self.layers}

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from ctxlens.lm.analysis.face import LMFace
 
 
 def head_gate(n_heads: int, head_dim: int, heads: Sequence[int], like: torch.Tensor) -> torch.Tensor:
@@ -24,7 +28,7 @@ def head_gate(n_heads: int, head_dim: int, heads: Sequence[int], like: torch.Ten
 
 
 @contextlib.contextmanager
-def mask_heads(lm, heads: Mapping[int, Sequence[int]]) -> Iterator[None]:
+def mask_heads(lm: LMFace, heads: Mapping[int, Sequence[int]]) -> Iterator[None]:
     """Within the block, heads ``{layer: [head, ...]}`` of ``lm`` output zero."""
     lm.family.require("head_mask", lm.name)
     handles = []

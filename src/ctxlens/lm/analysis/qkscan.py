@@ -18,7 +18,7 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -28,8 +28,11 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.analysis.forward import QKRecorder, run_forward
 from ctxlens.lm.analysis.rope import text_config
 
+if TYPE_CHECKING:
+    from ctxlens.lm.analysis.face import LMFace
 
-def layer_window(lm, module) -> int | None:
+
+def layer_window(lm: LMFace, module) -> int | None:
     """The sliding window of an attention module (keys with m - n >= window are not seen), or None."""
     window = getattr(module, "sliding_window", None)
     config = text_config(lm.model)
@@ -48,7 +51,7 @@ def _passes_softcap(cls: type[torch.nn.Module]) -> bool | None:
         return None
 
 
-def layer_softcap(lm, module: torch.nn.Module) -> float | None:
+def layer_softcap(lm: LMFace, module: torch.nn.Module) -> float | None:
     """The attention-logit soft-cap ``module`` applies, or None."""
     cap = getattr(module, "attn_logit_softcapping", getattr(text_config(lm.model), "attn_logit_softcapping", None))
     # ignore: mypy checks a type[...] against Hashable with the instances' unbound __hash__; classes hash fine
@@ -118,13 +121,13 @@ class QKView:
         return torch.softmax(z, dim=-1)
 
 
-def scan_qk(lm, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[QKView], None]) -> None:
+def scan_qk(lm: LMFace, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[QKView], None]) -> None:
     """One forward of ``ids`` [1, L]; ``fn`` gets each of ``layers`` as a ``QKView``, in order."""
     if ids.shape[0] != 1:
         raise CtxlensError("The RoPE analyses take one sequence at a time; pass ids of shape [1, L].")
     lm.family.require("rope", lm.name)
     se = _se.active(lm)
-    layout = lm.family.rope_layout
+    layout = cast(str, lm.family.rope_layout)  # set on every family that supports rope (required above)
 
     def on_layer(layer: int, module, query: torch.Tensor, key: torch.Tensor) -> None:
         inv_freq = lm.inv_freq(layer)  # [n_pairs] of this layer's type

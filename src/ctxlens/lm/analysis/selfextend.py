@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
@@ -36,6 +36,9 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 import ctxlens.lm.analysis.rope as _rope
 import ctxlens.lm.attention as attn_fn
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from ctxlens.lm.analysis.face import LMFace
 
 NAME = "ctxlens-positional"
 _ATTR = "_ctxlens_positional"  # per attention module: _Override
@@ -176,21 +179,21 @@ def _register() -> None:
         ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
 
 
-def _overrides(lm) -> list[_Override]:
+def _overrides(lm: LMFace) -> list[_Override]:
     """The _Override of every attention module of ``lm``, created on first use."""
     lm.family.require("rope", lm.name)
     out = []
     for layer in lm.attention_layers():
         module = lm.attention(layer)
         if getattr(module, _ATTR, None) is None:
-            ov = _Override(lm.model, lm.family.rope_layout, lm.layer_rotary_dims(layer), layer=layer,
+            ov = _Override(lm.model, cast(str, lm.family.rope_layout), lm.layer_rotary_dims(layer), layer=layer,
                            under=lm.text_prefix)
             object.__setattr__(module, _ATTR, ov)
         out.append(getattr(module, _ATTR))
     return out
 
 
-def _install(lm) -> None:
+def _install(lm: LMFace) -> None:
     _register()
     current = lm.model.config._attn_implementation
     if "flash" in str(current):
@@ -201,7 +204,7 @@ def _install(lm) -> None:
         lm.model.set_attn_implementation(NAME)
 
 
-def _uninstall_if_idle(lm) -> None:
+def _uninstall_if_idle(lm: LMFace) -> None:
     mods = [lm.attention(layer) for layer in lm.attention_layers()]
     overrides = [getattr(m, _ATTR, None) for m in mods]
     if any(ov is not None and (ov.selfextend is not None or ov.edit is not None) for ov in overrides):
@@ -215,7 +218,7 @@ def _uninstall_if_idle(lm) -> None:
         object.__delattr__(lm.model, _PREVIOUS)
 
 
-def active(lm) -> SelfExtend | None:
+def active(lm: LMFace) -> SelfExtend | None:
     """The SelfExtend applied to ``lm``, or None."""
     for layer in lm.attention_layers():
         ov = getattr(lm.attention(layer), _ATTR, None)
@@ -225,7 +228,7 @@ def active(lm) -> SelfExtend | None:
 
 
 @contextlib.contextmanager
-def self_extend(lm, group: int, window: int) -> Iterator[SelfExtend]:
+def self_extend(lm: LMFace, group: int, window: int) -> Iterator[SelfExtend]:
     """Within the block every attention layer of ``lm`` uses SelfExtend(group, window)."""
     se = SelfExtend(int(group), int(window))
     ovs = _overrides(lm)
@@ -254,7 +257,7 @@ def zero_pairs_edit(pairs: Sequence[int], layout: str, rotary_dims: int) -> Call
 
 
 @contextlib.contextmanager
-def ablate_pairs(lm, pairs: Sequence[int], layers: Sequence[int] | None = None) -> Iterator[None]:
+def ablate_pairs(lm: LMFace, pairs: Sequence[int], layers: Sequence[int] | None = None) -> Iterator[None]:
     """Within the block, RoPE frequency pairs ``pairs`` are zeroed in post-RoPE q and k of
     ``layers`` (default: every attention layer), so they contribute nothing to any logit."""
     ovs = _overrides(lm)
@@ -267,7 +270,7 @@ def ablate_pairs(lm, pairs: Sequence[int], layers: Sequence[int] | None = None) 
                                f"0..{ov.rotary_dims // 2 - 1}.")
     _install(lm)
     for ov in targets:  # each layer's own pair layout (partial rotary may differ per layer type)
-        ov.edit = zero_pairs_edit(pairs, lm.family.rope_layout, ov.rotary_dims)
+        ov.edit = zero_pairs_edit(pairs, cast(str, lm.family.rope_layout), ov.rotary_dims)
     try:
         yield
     finally:

@@ -13,13 +13,16 @@ Each is ``n/a`` for a model without softmax attention (``rope``: without a rotar
 from __future__ import annotations
 
 import copy
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from ctxlens.lm.analysis.rope import rotary_modules
 from ctxlens.lm.attention import scaling_of
 from ctxlens.lm.coverage.probe import Builder, Check, check_close, logits_of, name_of_module, unsupported
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 # -- post-RoPE q/k vs eager attention ------------------------------------------------------------------
 _Q_PROJECTIONS = ("q_proj", "qkv_proj", "c_attn", "query_key_value", "Wqkv", "q_a_proj", "query")
@@ -88,7 +91,7 @@ def _eager_probabilities(model, module_name: str, ids: torch.Tensor) -> torch.Te
     return seen["p"][0]
 
 
-def _attention_layers(lm, analysis: str) -> list[int] | Check:
+def _attention_layers(lm: LM, analysis: str) -> list[int] | Check:
     """The adapter's attention layers, or the verdict that ends an attention check before it starts
     (no attention: n/a; the adapter declined ``analysis``; attention but no layer found: fail)."""
     if not has_attention(lm.model):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import transformers
@@ -18,6 +19,9 @@ from transformers import AutoModelForCausalLM
 
 import ctxlens.lm.tiny.every_type as every_type
 from ctxlens.lm.loading import from_model
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 SEQ = 24  # tokens per probe; longer than the tiny sliding windows (16), so their masks bite
 RTOL = 1e-4  # allowed max |difference| relative to max(1, max |reference|)
@@ -76,7 +80,7 @@ def logits_of(model, ids: torch.Tensor) -> torch.Tensor:
         return model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
 
 
-def unsupported(lm, analysis: str) -> Check | None:
+def unsupported(lm: LM, analysis: str) -> Check | None:
     try:
         lm.family.require(analysis, lm.name)
     except Exception as err:  # noqa: BLE001 - the adapter's own sentence is the reason

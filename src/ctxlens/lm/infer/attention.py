@@ -16,7 +16,7 @@ Each check returns None (or what it found), or one sentence saying why it could 
 from __future__ import annotations
 
 import contextlib
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ from torch import nn
 import ctxlens.lm.attention as attn_fn
 from ctxlens.lm.infer.probe import all_close, tolerance
 from ctxlens.lm.infer.tree import decoder, projection_shape, rotary_modules
+
+if TYPE_CHECKING:
+    from ctxlens.lm.model import LM
 
 
 class _Seen:
@@ -78,7 +81,7 @@ def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -
     return None
 
 
-def check_head_mask(lm, layer: int, ids: torch.Tensor) -> str | None:
+def check_head_mask(lm: LM, layer: int, ids: torch.Tensor) -> str | None:
     """None when masking heads equals zeroing their output-projection columns, else why not."""
     proj = lm.out_proj(layer)
     n_in = cast("tuple[int, int]", projection_shape(proj))[0]  # a found out_proj has a shape (find_out_proj)
@@ -89,14 +92,15 @@ def check_head_mask(lm, layer: int, ids: torch.Tensor) -> str | None:
         with lm.mask_heads({layer: heads}):
             masked = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state
         width = n_in // lm.n_heads
-        saved = proj.weight.detach().clone()
-        columns = proj.weight if isinstance(proj, nn.Linear) else proj.weight.T  # [out, in]
+        weight = cast(torch.Tensor, proj.weight)  # a found out_proj has a weight (find_out_proj)
+        saved = weight.detach().clone()
+        columns = weight if isinstance(proj, nn.Linear) else weight.T  # [out, in]
         try:
             for h in heads:
                 columns[:, h * width:(h + 1) * width] = 0
             zeroed = lm.decoder(input_ids=ids, use_cache=False).last_hidden_state
         finally:
-            proj.weight.copy_(saved)
+            weight.copy_(saved)
     if all_close(masked, zeroed):
         return None
     return "zeroing a head's slice of the output projection's input does not equal zeroing its weight columns."
