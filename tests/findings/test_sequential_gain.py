@@ -96,8 +96,13 @@ def test_a_round_runs_the_loss_part_again_with_more_windows_only_while_the_line_
     assert (where / ".superseded" / "loss-vs-length-1").is_dir() and not (where / "loss-vs-length").exists()
     assert rec["planned_s"] == pytest.approx(160.0) and "round 1, 16 windows (had 8)" in state["adjustments"][-1]
     (where / "loss-vs-length").mkdir()
-    rec.update(status="done", spent_s=160.0)
-    rows["now"] = _rows([0.3] * 16)  # decided: no further round
+    rec.update(status="done", spent_s=240.0)  # the round took 160 s, after the first run's 80
+    rows["now"] = _rows([0.3, -0.2, 0.5, 0.4, -0.1, 0.6, 0.2, 0.3] * 2)  # still undecided: a second round
+    assert parts.windows_round("m", state, where, left=3600.0) is rec and rec["options"]["n_samples"] == 32
+    assert rec["planned_s"] == pytest.approx(320.0)  # the last run's 10 s per window, not the runs' sum's 15
+    (where / "loss-vs-length").mkdir()
+    rec.update(status="done", spent_s=560.0)
+    rows["now"] = _rows([0.3] * 32)  # decided: no further round
     assert parts.windows_round("m", state, where, left=3600.0) is None
     rec["sequential"] = False  # a part not declared sequential when planned never gets a round
     rows["now"] = _rows([0.3, -0.2, 0.5, 0.4, -0.1, 0.6, 0.2, 0.3])

@@ -249,7 +249,7 @@ PART = Shape({"name": PLAIN, "experiment": TEXT, "options": MAPPING, "model_opti
               "tokens": WHOLE, "planned_s": NUMBER, "estimate_s": NUMBER, "notes": LIST,
               "status": one_of("planned", "done", "failed", "left out"), "error": TEXT, "spent_s": NUMBER,
               "top_up": FLAG, "running_since": NUMBER, "redo": WHOLE, "code": TEXT, "sequential": FLAG,
-              "looks": WHOLE, "units_before": WHOLE, "provenance": SETUP},
+              "looks": WHOLE, "round_from_s": NUMBER, "units_before": WHOLE, "provenance": SETUP},
              required=("name", "experiment", "status", "planned_s", "options"))
 STATE = Shape({"label": PLAIN, "info": MODEL_INFO, "throughput": THROUGHPUT, "setup_s": NUMBER, "load_average": LIST,
                "load_average_after": LIST, "size": SIZE, "notes": ListOf(TEXT), "skipped": MapOf(TEXT),

@@ -97,8 +97,9 @@ def windows_round(spec: str, state: dict, where: Path, left: float) -> dict | No
     rec, n = got
     have, looks = int(rec["options"]["n_samples"]), int(rec.get("looks") or 1) + 1
     moved = supersede(where / rec["name"], where / SUPERSEDED, rec["name"])
-    planned = round(float(rec["spent_s"]) * n / have, 1)
+    planned = round(rounds.last_run_seconds(rec) * n / have, 1)
     rec.update(options={**rec["options"], "n_samples": n}, status="planned", looks=looks, planned_s=planned,
+               round_from_s=float(rec["spent_s"]),
                estimate_s=planned, tokens=int(rec.get("tokens") or 0) * n // have)
     note = (f"{rec['name']}: round {looks - 1}, {n} windows (had {have}) while the gain line is undecided (its "
             f"anytime-valid sign test); about {duration(planned)}" + (f"; the earlier run moved to "

@@ -68,11 +68,17 @@ def next_windows(spec: str, state: dict, where: Path, left: float) -> tuple[dict
         return None
     line = usable_context(read_run(where / WINDOWS).rows, spec, int(state["size"]["length"]), sequential=True)
     have = int(rec["options"].get("n_samples") or 0)
-    if not undecided(line) or not have or have >= MAX_WINDOWS or not rec.get("spent_s"):
+    if not undecided(line) or not have or have >= MAX_WINDOWS or last_run_seconds(rec) <= 0:
         return None
-    per = float(rec["spent_s"]) / have  # seconds per window of the whole run (a round runs every window again)
+    per = last_run_seconds(rec) / have  # seconds per window of its last run (a round runs every window again)
     n = min(MAX_WINDOWS, line.needs or MAX_WINDOWS, 2 * have, int(fitting.TARGET * left / per))
     return (rec, n) if n >= have + ROUND_MIN else None
+
+
+def last_run_seconds(rec: dict) -> float:
+    """The seconds of the part's last run: its ``spent_s`` adds every run of it, so a round's record keeps
+    what the runs before it took (``round_from_s``) and its own time is the difference."""
+    return max(float(rec["spent_s"]) - float(rec.get("round_from_s") or 0.0), 0.0)
 
 
 def _haystacks(rows: list[dict]) -> int:
