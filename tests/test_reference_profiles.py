@@ -26,6 +26,7 @@ PROFILES = {  # directory -> (its models, the marker around its cards, the file 
     "profile-t": (("ref:smollm2-135m",), "reference-cards-t", PROFILES_DOC),
     "profile-gemma": (("ref:gemma3-270m",), "reference-cards-gemma", PROFILES_DOC),
     "profile-sotu": (("ref:smollm2-135m",), "reference-cards-sotu", README),
+    "profile-gemma-sotu": (("ref:gemma3-270m",), "reference-cards-gemma-sotu", PROFILES_DOC),
 }
 CHROMIUM = find_chromium()
 
@@ -89,8 +90,8 @@ def test_the_committed_report_opens_in_chromium_with_its_card_first(name, tmp_pa
 
 
 def test_the_docs_side_by_side_is_the_committed_rows(capsys):
-    """Issue 44, part 5: the table (in ``docs/reference-profiles.md``) of SmolLM2's text lines on the synthetic
-    corpus and on natural text is what ``reference/side_by_side.py`` computes from the two committed profiles."""
+    """Issue 44, part 5: the table (in ``docs/reference-profiles.md``) of both models' text lines on the synthetic
+    corpus and on natural text is what ``reference/side_by_side.py`` computes from the committed profiles."""
     import runpy
 
     text = PROFILES_DOC.read_text()
