@@ -261,3 +261,48 @@ def test_a_run_recorded_with_an_old_sampled_fingerprint_is_refused_with_one_sent
     (out / "config.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(CtxlensError, match="older ctxlens"):
         execute._same_weights(out, spec, lm)
+
+
+def test_a_gguf_file_has_one_fingerprint_whichever_conversion_it_loads_through(tmp_path):
+    """Issue 45: the fingerprint of a GGUF file is its own sha256, not a digest of the directory
+    transformers converted it into: a second conversion that writes other bytes (another transformers
+    version's config.json) gives the same fingerprint, and a run recorded by the earlier scheme (the
+    converted directory's digest) resumes on the same conversion. Before: the two conversions gave two
+    fingerprints, so the same file's run was refused as "weights differ"."""
+    import yaml
+
+    import ctxlens
+    from ctxlens.lm import gguf
+    from ctxlens.runner import execute
+    from tests.lm.test_gguf import write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "tiny.gguf")
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    out = tmp_path / "run"
+    argv = ["run", "token-loss", "--model", str(path), "--out", str(out), "--no-progress", "--lengths", "8",
+            "--n-samples", "2"]
+    assert main(argv) == 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["fingerprints"] == {str(path): fp.GGUF + sha}
+    lm = ctxlens.load(str(path))
+    earlier = fp.fingerprint(lm.model)  # what the earlier scheme recorded: the converted directory's digest
+    assert earlier != fp.GGUF + sha
+
+    cache = gguf.cache_dir(sha)  # as another transformers version converts it: other config.json bytes
+    conf = json.loads((cache / "config.json").read_text())
+    (cache / "config.json").write_text(json.dumps({**conf, "written_by": "another version"}, indent=3))
+    record = json.loads((cache / gguf.SOURCE_FILE).read_text())
+    record["files"]["config.json"] = hashlib.sha256((cache / "config.json").read_bytes()).hexdigest()
+    (cache / gguf.SOURCE_FILE).write_text(json.dumps(record))
+    fp._HASHED.clear()
+    again = ctxlens.load(str(path))
+    assert fp.fingerprint(again.model) != earlier  # the directory's digest moved with the conversion
+    assert execute._same_weights(out, str(path), again) == fp.GGUF + sha  # the file's did not
+
+    config["fingerprints"][str(path)] = fp.fingerprint(again.model)  # a run recorded by the earlier scheme
+    (out / "config.yaml").write_text(yaml.safe_dump(config))
+    assert execute._same_weights(out, str(path), again) == fp.GGUF + sha
+    config["fingerprints"][str(path)] = earlier  # ... on a conversion whose bytes have changed since
+    (out / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(CtxlensError, match="differ from those whose rows"):
+        execute._same_weights(out, str(path), again)

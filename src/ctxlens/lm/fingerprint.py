@@ -1,7 +1,10 @@
 """A model's fingerprint: what a run records of each model it loads, so that a resume against
 different weights under the same name is refused instead of mixing two models' rows.
 
-For a local directory (a checkpoint, a zoo model, a converted GGUF file): SHA-256 over
+A GGUF file (``weights_fingerprint``): the SHA-256 of the file's own bytes, as the load recorded it
+(``ModelInfo.weights``), so one file has one fingerprint whichever transformers version converted it
+(issue 45: hashing the converted directory gave the same file two fingerprints under two versions).
+Any other local directory (a checkpoint, a zoo model): SHA-256 over
 ``config.json`` and, for every weight file, its name, its size and the SHA-256 of all its bytes
 (streamed in ``CHUNK`` reads), so a change to any one byte of the weights changes the fingerprint
 (issue 32, item 5: the earlier version sampled three MiB of each file and missed a tensor scaled
@@ -99,6 +102,19 @@ def directory_fingerprint(directory: Path) -> str:
     for path in sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)):
         _file_digest(path, h)
     return FULL + h.hexdigest()[:32]
+
+
+GGUF = FULL + "gguf-"  # marks the fingerprint of a GGUF file: its own sha256
+
+
+def weights_fingerprint(model, weights: dict | None) -> str:
+    """The fingerprint a run records of a loaded model: for a GGUF file, its own sha256 from ``weights``
+    (the load's record, ``ModelInfo.weights``: format, quantization, file, digest); otherwise
+    ``fingerprint(model)``."""
+    digest = (weights or {}).get("digest")
+    if (weights or {}).get("format") == "GGUF" and isinstance(digest, str) and digest.startswith("sha256:"):
+        return GGUF + digest.removeprefix("sha256:")
+    return fingerprint(model)
 
 
 def fingerprint(model) -> str:

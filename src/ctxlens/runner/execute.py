@@ -93,10 +93,12 @@ def _same_weights(out: Path, spec: str, lm: LM) -> str:
     """The loaded model's fingerprint, after checking it against the one the run recorded for
     ``spec`` (weights replaced under the same name must not mix two models' rows)."""
     from ctxlens.core.errors import CtxlensError
-    from ctxlens.lm.fingerprint import FULL, fingerprint, is_sampled
+    from ctxlens.lm.fingerprint import FULL, GGUF, fingerprint, is_sampled, weights_fingerprint
 
-    now = fingerprint(lm.model)
+    now = weights_fingerprint(lm.model, lm.info.weights)
     then = ((read_config(out) or {}).get("fingerprints") or {}).get(spec)
+    if now.startswith(GGUF) and isinstance(then, str) and not then.startswith(GGUF) and then == fingerprint(lm.model):
+        return now  # recorded before GGUF files were fingerprinted by their own bytes: the same converted weights
     if isinstance(then, str) and now.startswith(FULL) and is_sampled(then):
         raise CtxlensError(f"The run {out} was written by an older ctxlens whose fingerprint of '{spec[:200]}' read "
                            "only parts of its weight files, so these weights cannot be checked against its rows; "
