@@ -232,3 +232,47 @@ def profile_gaps(runs: list[Run]) -> dict[str, dict[str, str]]:
             if isinstance(why, dict):
                 gaps.update({str(part): say.format(text_safe(str(reason))[:400]) for part, reason in why.items()})
     return out
+
+
+SETUP_KEYS = ("weights", "tokenizer", "dtype", "device", "attention", "transformers", "torch")  # schema.PROVENANCE
+
+
+def part_setups(runs: list[Run]) -> dict[str, dict[str, dict[str, str]]]:
+    """{model spec: {experiment: {what: value}}}: what each part's rows were measured with (issue 45), for
+    the card to say per line when parts differ. From each run: the weights' digest its ``config.yaml``
+    records at load (``model_info``'s ``weights``; else the ``fingerprints`` entry of every byte,
+    ``full-...``: an older ctxlens's sampled one cannot be compared with any other), and the device,
+    transformers and torch of its ``env.json``; a profile's part record (``provenance``: tokenizer,
+    dtype, attention too) overrides those of its experiment. A device is compared by kind (``cuda:0``
+    is ``cuda``; none named: the one the run chose, cuda where it was available). Two runs of one
+    experiment that differ give both values, joined by " + "; what no file records is left out."""
+    seen: dict[str, dict[str, dict[str, set[str]]]] = {}
+
+    def note(spec: str, experiment: str, setup: dict) -> None:
+        part = seen.setdefault(spec, {}).setdefault(experiment, {})
+        for key, value in setup.items():
+            if isinstance(value, str) and value and key in SETUP_KEYS:
+                part.setdefault(key, set()).add(value.split(":")[0] if key == "device" else value)
+
+    for run in runs:
+        config, env = run.config or {}, run.env or {}
+        packages = env.get("packages")
+        packages = packages if isinstance(packages, dict) else {}
+        for spec in config.get("models") or []:
+            info = (config.get("model_info") or {}).get(spec) or {}
+            digest = (info.get("weights") or {}).get("digest") if isinstance(info, dict) else None
+            printed = (config.get("fingerprints") or {}).get(spec)
+            weights = digest or (printed if isinstance(printed, str) and printed.startswith("full-") else None)
+            device = env.get("device") or ("cuda" if env.get("cuda_available") is True else "cpu" if env else None)
+            note(str(spec), str(config.get("experiment")), {"weights": weights, "device": device,
+                                                            "transformers": packages.get("transformers"),
+                                                            "torch": packages.get("torch")})
+    for spec, state in _profile_states(runs):
+        for part in state.get("parts") if isinstance(state.get("parts"), list) else ():
+            if isinstance(part, dict) and isinstance(part.get("provenance"), dict):
+                recorded = {k: v for k, v in part["provenance"].items() if isinstance(v, str) and v}
+                seen.setdefault(spec, {}).setdefault(str(part.get("experiment")), {}).update(
+                    {k: set() for k in recorded})
+                note(spec, str(part.get("experiment")), recorded)
+    return {spec: {exp: {k: " + ".join(sorted(v)) for k, v in setup.items() if v} for exp, setup in parts.items()}
+            for spec, parts in seen.items()}

@@ -22,52 +22,17 @@ import importlib
 import math
 import pkgutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ctxlens.core.registry import Registry
+from ctxlens.findings.line import Line  # noqa: F401 - re-exported: every line module's result
 from ctxlens.findings.verdicts import Rows
 from ctxlens.row_access import declares
 from ctxlens.tasks.scoring import THRESHOLD
 
 if TYPE_CHECKING:
     from ctxlens.results import Run
-
-
-@dataclass
-class Line:
-    """One cell of the card: ``value`` (a number or None), ``text`` (the paper's quantity), its
-    ``uncertainty`` (n, interval, power) and the ``verdict`` in words, the numbers behind them, and
-    the statistics every tested line states: ``n`` independent items of kind ``unit`` ("haystacks",
-    "texts", "windows", "passkeys", "prompts", "random draws"), the 95% ``interval`` of ``value``
-    (always inside ``bounds``, the quantity's range), and ``mde``, the smallest effect that n can
-    detect (5% level, 80% power), with ``underpowered`` set when the effect the paper expects is
-    smaller than that. A line that prints intervals of further quantities names each one's range in
-    ``ranges``, keyed by the label printed before its "95% CI" (the entropy line's "slope").
-
-    Whether the line decided: ``null`` marks a verdict that reports the absence of the paper's effect
-    ("no significant drop"); ``effect`` is the effect the test must see (the paper's, stated on the
-    line) and ``needs`` the number of items its test needs to see it with 80% power (None: not
-    reachable by more items of this design). ``decide`` turns a null whose test could not see the
-    effect (``needs`` above ``n``) into "undecided: needs N <unit> (about M minutes ...)"."""
-
-    key: str
-    model: str
-    value: float | None
-    text: str
-    uncertainty: str
-    verdict: str
-    numbers: dict = field(default_factory=dict)
-    n: int | None = None
-    unit: str = ""
-    interval: tuple[float, float] | None = None
-    bounds: tuple[float, float] | None = None
-    mde: float | None = None
-    underpowered: bool = False
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    null: bool = False
-    effect: float | None = None
-    needs: int | None = None
 
 
 def needs_by_se(n: int, mde: float | None, effect: float | None, cap: int = 1_000_000) -> int | None:
@@ -219,12 +184,16 @@ def _per_item(line: Line, reads: tuple[str, ...], seconds: dict[str, float] | No
 
 def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, threshold: float = THRESHOLD,
                 gaps: dict[str, str] | None = None, seconds: dict[str, float] | None = None,
-                sequential: frozenset[str] = frozenset()) -> list[Line]:
+                sequential: frozenset[str] = frozenset(), setups: dict[str, dict[str, str]] | None = None
+                ) -> list[Line]:
     """Every line of one model's column, in card order; ``gaps`` ({part: why}, from the profile's
     record) says why a line that reads a part has no rows: the model cannot run it, or the budget
     left it out; ``seconds`` ({part: seconds spent}) prices an undecided line's missing items
     (``decide``); ``sequential``: the parts whose runs a profile may grow in rounds (their lines test with
-    anytime-valid tests)."""
+    anytime-valid tests); ``setups`` ({part: {setting: value}}): what each part was measured with, named
+    on every line when parts differ (``ctxlens.findings.setups``)."""
+    from ctxlens.findings.setups import measured_with
+
     specs = ordered()
     if L is None:
         return [absent(c.key, model, "not measured: the model's training length is not recorded") for c in specs]
@@ -237,7 +206,7 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
         gap = {p: why for p, why in (gaps or {}).items() if p in c.reads and not ctx.of(p)}
         if line.value is None and not line.verdict and gap:
             line = absent(c.key, model, "not measured: " + "; ".join(f"the {p} part {why}" for p, why in gap.items()))
-        out.append(line)
+        out.append(measured_with(line, c.reads, {p: s for p, s in (setups or {}).items() if ctx.of(p)}))
     return out
 
 
@@ -256,13 +225,15 @@ def _computed(c: CardLine, ctx: Context) -> Line:
 def compute_card(rows: Iterable[dict], infos: dict[str, dict | None], lengths: dict[str, int | None],
                  threshold: float = THRESHOLD, gaps: dict[str, dict[str, str]] | None = None,
                  seconds: dict[str, dict[str, float]] | None = None,
-                 sequential: dict[str, frozenset[str]] | None = None) -> dict[str, list[Line]]:
+                 sequential: dict[str, frozenset[str]] | None = None,
+                 setups: dict[str, dict[str, dict[str, str]]] | None = None) -> dict[str, list[Line]]:
     """{model: its lines} for each model of ``infos`` (spec -> ModelInfo dict or None), each at
     ``lengths[model]`` (its L); ``gaps``: {model: {part: why it has no rows}}, ``seconds``: {model:
-    {part: seconds spent}} (``model_lines``)."""
+    {part: seconds spent}}, ``setups``: {model: {part: {setting: value}}} (``model_lines``)."""
     grouped = Rows(rows)
     return {m: model_lines(grouped, m, infos.get(m), lengths.get(m), threshold, (gaps or {}).get(m),
-                           (seconds or {}).get(m), (sequential or {}).get(m, frozenset())) for m in infos}
+                           (seconds or {}).get(m), (sequential or {}).get(m, frozenset()), (setups or {}).get(m))
+            for m in infos}
 
 
 CARD_EXPERIMENTS = ("ruler", "niah-depth", "loss-vs-length", "suffix-ppl", "accs-layers", "accs-boundary",
@@ -276,7 +247,7 @@ def card_of_runs(runs: Iterable[Run], models: Iterable[str] | None = None,
     recorded training length (else the zoo's for a zoo spec, else the ``train_length`` the rows
     record, else not known)."""
     from ctxlens.findings.models import info_for, recorded_infos, recorded_lengths, recorded_sequential, train_length_of
-    from ctxlens.results import profile_costs, profile_gaps
+    from ctxlens.results import part_setups, profile_costs, profile_gaps
 
     runs = list(runs)
     rows = [r for run in runs for r in run.rows]
@@ -291,4 +262,5 @@ def card_of_runs(runs: Iterable[Run], models: Iterable[str] | None = None,
         lengths[m] = (profiled[m] if m in profiled else train_length_of(infos[m]) if infos[m] is not None
                       else stated.pop() if len(stated) == 1 else None)
     seconds = {m: {p: c["seconds"] for p, c in parts.items()} for m, parts in profile_costs(runs).items()}
-    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs), seconds, recorded_sequential(runs))
+    return compute_card(rows, infos, lengths, threshold, profile_gaps(runs), seconds, recorded_sequential(runs),
+                        part_setups(runs))

@@ -38,24 +38,24 @@ Rule = Callable[[dict], "str | None"]
 
 def recorded_infos(runs: Iterable[Run]) -> dict[str, dict]:
     """{model spec: its recorded ModelInfo dict} from the ``config.yaml`` of ``runs`` (``Run``
-    objects as ``ctxlens.results.read_runs`` gives them); later runs win on a disagreement."""
+    objects as ``ctxlens.results.read_runs`` gives them); later runs win on a disagreement, but for
+    the weights' ``fingerprint``: every distinct one the runs record, joined by " + " (a card once
+    showed one of two fingerprints its parts carried)."""
     out: dict[str, dict] = {}
+    prints: dict[str, list[str]] = {}
     for run in runs:
-        infos = (getattr(run, "config", None) or {}).get("model_info")
+        config = getattr(run, "config", None) or {}
+        infos = config.get("model_info")
         if isinstance(infos, dict):
             out.update({str(k): v for k, v in infos.items() if isinstance(v, dict)})
-        _add_fingerprints(out, getattr(run, "config", None) or {})
+        recorded = config.get("fingerprints")
+        for model, digest in (recorded.items() if isinstance(recorded, dict) else ()):
+            if isinstance(digest, str) and digest not in prints.setdefault(str(model), []):
+                prints[str(model)].append(digest)
+    for model, digests in prints.items():
+        if isinstance(out.get(model), dict) and digests:
+            out[model] = {**out[model], "fingerprint": " + ".join(sorted(digests))}
     return out
-
-
-def _add_fingerprints(infos: dict[str, dict], config: dict) -> None:
-    """Put the weights' fingerprint a run's ``config.yaml`` records (``fingerprints``) into each
-    model's info as ``fingerprint`` (runs written before ``ModelInfo.weights`` hold only that)."""
-    prints = config.get("fingerprints")
-    if isinstance(prints, dict):
-        for model, digest in prints.items():
-            if isinstance(digest, str) and isinstance(infos.get(str(model)), dict):
-                infos[str(model)] = {**infos[str(model)], "fingerprint": digest}
 
 
 def recorded_lengths(runs: Iterable[Run]) -> dict[str, int]:

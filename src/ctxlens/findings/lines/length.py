@@ -43,7 +43,10 @@ def weights_line(model: str, info: dict | None) -> Line:
         ("format", fields["format"]), ("quantisation", fields["quantization"]), ("file", fields["file"]),
         ("digest", _short(fields["digest"])))]
     text = "; ".join(shown)
-    note = f"ctxlens fingerprint {fingerprint}" if fingerprint else "ctxlens fingerprint not recorded"
+    several = len(fingerprint.split(" + ")) if fingerprint else 0
+    note = (f"ctxlens fingerprints {fingerprint} (its runs record {several}: an earlier ctxlens's scheme, or weights "
+            "converted or changed between runs)" if several > 1 else
+            f"ctxlens fingerprint {fingerprint}" if fingerprint else "ctxlens fingerprint not recorded")
     missing = [k for k, v in fields.items() if not v]
     verdict = ("recorded at load" if not missing else
                "the run predates the weights record: re-run a part to record them" if len(missing) == 4 else
