@@ -207,7 +207,7 @@ class Refit(Exception):
 # The modules of this package that register no task: the engine (backends and forced import torch:
 # never imported by the registry). Re-exported as ``ctxlens.tasks.HELPERS``.
 HELPERS = ("backends", "base", "dataset", "export", "fit", "forced", "haystack", "layout", "prefix", "qa_data",
-           "render", "sandbox", "scoring", "tokenizer", "tokens", "words")
+           "render", "sandbox", "sandbox_process", "scoring", "tokenizer", "tokens", "words")
 
 
 def load_builtin() -> None:

@@ -199,7 +199,7 @@ def _chat_template(folder: Path, in_config) -> str | Literal[False] | None:
 def compile_template(source: str, where: str = "the chat template"):
     """``source`` compiled in the bounded immutable sandbox (``ctxlens.tasks.sandbox``) with
     transformers' chat-template globals."""
-    from ctxlens.tasks.sandbox import compile_template as bounded
+    from ctxlens.tasks.sandbox_process import compile_template as bounded
 
     return bounded(source, where)
 
@@ -207,7 +207,7 @@ def compile_template(source: str, where: str = "the chat template"):
 def render_chat(source: str, where: str, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
     """The chat template ``source`` (read from ``where``) rendered as transformers renders it, within
     the sandbox's time, size and output bounds; every failure one sentence naming ``where``."""
-    from ctxlens.tasks.sandbox import render
+    from ctxlens.tasks.sandbox_process import render
 
     return render(source, where, messages=_plain(messages), tools=None, documents=None,
                   add_generation_prompt=add_generation_prompt, **_plain(extra))
