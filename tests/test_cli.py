@@ -98,7 +98,7 @@ _RUN_ZOO = ["run", "token-loss", "--model", "zoo:random-llama", "--out", "{out}"
     (["run", "token-los", "--model", "zoo:random-llama", "--out", "{out}"], "Did you mean 'token-loss'"),
     (["run", "token-loss", "--model", "./missing-model", "--out", "{out}"], "does not exist"),
     ([*_RUN_ZOO, "--n-samples", "abc"], "must be int"),
-    ([*_RUN_ZOO, "--lengths", "-4"], "must be positive"),
+    ([*_RUN_ZOO, "--lengths", "-4"], "must be in [1, 4,194,304], got -4"),
     ([*_RUN_ZOO, "--lengths", "9000"], "at most 4096 positions"),
     ([*_RUN_ZOO, "--lenghts", "5"], "Did you mean 'lengths'"),
     ([*_RUN_ZOO, "--source", "nope.txt"], "nope.txt"),

@@ -108,7 +108,7 @@ def test_typed_options_reject_with_one_uniform_sentence(options, message):
 
 def test_experiments_word_choices_and_ranges_alike():
     cases = {
-        ("rope-dims", "top_k", 0): "Option 'top_k' must be positive, got 0; fix its value.",
+        ("rope-dims", "top_k", 0): "Option 'top_k' must be in [1, 100,000], got 0; fix its value.",
         ("rope-dims", "n_pairs", 0): "Option 'n_pairs' must be in [1, 100,000], got 0; fix its value.",
         ("head-masking", "passkey_style", "clasic"):
             "Option 'passkey_style' must be one of corpus, classic, ruler, got 'clasic'; did you mean 'classic'?",
@@ -117,7 +117,7 @@ def test_experiments_word_choices_and_ranges_alike():
             "Option 'backend' must be one of transformers, vllm, openai, got 'tgi'; fix its value.",
         ("niah-depth", "depths", "50,120"): "Option 'depths' must be in [0, 100], got 120.0; fix its value.",
         ("rope-dim-ablation", "measures", ""): "Option 'measures' must be a non-empty list, got []; fix its value.",
-        ("rope-dim-ablation", "n_queries", -1): "Option 'n_queries' must be 0 or more, got -1; fix its value.",
+        ("rope-dim-ablation", "n_queries", -1): "Option 'n_queries' must be in [0, 100,000], got -1; fix its value.",
         ("accs-length", "stride", -1): "Option 'stride' must be in [0, 4,194,304], got -1; fix its value.",
         ("optimal-context", "n_bits", 2000): "Option 'n_bits' must be in [1, 1024], got 2000; fix its value.",
     }

@@ -211,6 +211,37 @@ def test_every_count_option_is_bounded_at_parsing(experiment, option):
         make_config(get_experiment(experiment).Config, {option: 10**9})
 
 
+def _integer_options() -> list[tuple[str, str]]:
+    import dataclasses
+    import typing
+
+    from ctxlens.experiments.registry import experiments
+
+    out = []
+    for name, exp in sorted(experiments().items()):
+        hints = typing.get_type_hints(exp.Config, include_extras=True)
+        out += [(name, f.name) for f in dataclasses.fields(exp.Config)
+                if "int" in str(hints[f.name]).replace("Literal", "") and f.init]
+    return out
+
+
+@pytest.mark.parametrize("experiment, option", _integer_options())
+def test_every_integer_option_of_every_experiment_has_a_declared_range(experiment, option):
+    """Issue 45, item 4: no integer option takes any integer. Before, 45 options of 24 experiments (batch
+    sizes, training steps, widths, top-k, queries, bins, lengths, seeds, layers) took 10^12: a batch or a
+    width that size allocates until the machine gives out, a negative seed was numpy's traceback. A
+    value past the range is one sentence naming the option and its range; a list option checks each
+    item."""
+    from ctxlens.experiments.registry import get_experiment
+
+    config = get_experiment(experiment).Config
+    for value in (10**30, -(10**30), [10**30]):
+        with pytest.raises(CtxlensError) as refused:
+            make_config(config, {option: value})
+        said = str(refused.value)
+        assert "\n" not in said and option in said and ("must be" in said or "not taken by" in said), said
+
+
 def test_n_samples_of_a_task_experiment_is_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
     import ctxlens.lm.loading as loading
 

@@ -39,6 +39,8 @@ def at_least(low: float) -> Check:
 def _number(x: float) -> str:
     """A bound as one reads it: a whole number whole, with thousands separators from 10,000 (1024, 100,000,
     4,194,304: not 4.1943e+06)."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return f"{x:,}" if abs(x) >= 10_000 else str(x)
     if not float(x).is_integer() or abs(x) >= 1e18:
         return f"{x:g}"
     return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
@@ -69,6 +71,22 @@ Count = Annotated[int, between(1, MAX_COUNT)]  # how many samples / draws / wind
 MAX_TOKENS = 1 << 22  # tokens of one part of a sequence (a period, a stride): beyond any model's context
 Tokens = Annotated[int, between(1, MAX_TOKENS)]  # a span of tokens that is built in memory
 NonNegativeTokens = Annotated[int, between(0, MAX_TOKENS)]
+NonNegativeCount = Annotated[int, between(0, MAX_COUNT)]  # a count where 0 means "all" or "none"
+MAX_STEPS = 10**8  # training steps, epochs, evaluations: more than any run finishes, a bound on a typo's 10^12
+Steps = Annotated[int, between(1, MAX_STEPS)]
+NonNegativeSteps = Annotated[int, between(0, MAX_STEPS)]
+MAX_WIDTH = 1 << 16  # the width of a model a procedure trains, principal components kept
+Width = Annotated[int, between(1, MAX_WIDTH)]
+MAX_THREADS = 4096  # torch CPU threads
+Threads = Annotated[int, between(1, MAX_THREADS)]
+MAX_SEED = 2**63 - 1  # what torch.manual_seed takes; non-negative, as numpy's generators require
+Seed = Annotated[int, between(0, MAX_SEED)]
+MAX_LAYERS = 4096  # a layer index, negative from the end: beyond any model's depth
+Layer = Annotated[int, between(-MAX_LAYERS, MAX_LAYERS)]
+MAX_DEVICES = 1024  # GPUs a model is split over
+Devices = Annotated[int, between(1, MAX_DEVICES)]
+MAX_BITS = 1024  # bits of a sparse-parity sample (its input width)
+Bits = Annotated[int, between(1, MAX_BITS)]
 
 
 def _coerce(name: str, value: Any, typ: Any) -> Any:
@@ -195,7 +213,7 @@ def option_help(cls: type) -> dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
 
 
-Layers = list[int] | None
+Layers = list[Layer] | None
 """A layer-selection option: None (or an empty list, what ``--layers ''`` gives) for every layer
 the analysis reads (every block, or every attention layer for q/k analyses), else layer
 indices, negatives counting from the end (-1: the last layer). ``LM.layer_indices`` resolves

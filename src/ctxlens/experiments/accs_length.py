@@ -28,7 +28,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Layers, NonNegativeTokens, PositiveInt, Tokens, option
+from ctxlens.core.options import Layers, NonNegativeTokens, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.periodic import periodic_sequence, sample_seed
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(sx.LengthOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512, 1024, 2048, 4096],
+    lengths: list[Tokens] = option(factory=lambda: [512, 1024, 2048, 4096],
                                         help="sequence lengths (prefix + suffix), in tokens")
     period_len: Tokens = option(200, "L: tokens of the repeated string (the paper: 200)")
     stride: NonNegativeTokens = option(56, "k: random tokens between copies of the string (the paper: 56)")

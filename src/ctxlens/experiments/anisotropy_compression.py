@@ -28,7 +28,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Layers, NonNegativeInt, option
+from ctxlens.core.options import Layers, NonNegativeCount, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, COMPRESSION_RATE, LENGTH, SEED, WINDOWS, declare, pick
@@ -43,11 +43,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(sx.LengthOptions):
-    windows: list[NonNegativeInt] = option(
+    windows: list[NonNegativeCount] = option(
         factory=lambda: [1, 4, 16, 64, 256, 0],
         help="local-shuffle window sizes, in tokens: the prefix is shuffled within each window (1: untouched; "
              "0: the whole prefix as one window)")
-    n_bins: NonNegativeInt = option(4, "compression-rate bins of the unperturbed windows (equal counts); 0: none")
+    n_bins: NonNegativeCount = option(4, "compression-rate bins of the unperturbed windows (equal counts); 0: none")
     layers: Layers = option(factory=lambda: [-1],
                             help="layers measured, negative from the end; unset (null): every layer")
 

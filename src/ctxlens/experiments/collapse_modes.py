@@ -30,7 +30,7 @@ from typing import Annotated
 import torch
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import NonEmpty, NonNegativeCount, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, CONDITION, LENGTH, SEED, WINDOWS, declare, narrow, pick
@@ -49,17 +49,17 @@ CONDITIONS = typing.get_args(Condition)
 
 @dataclass
 class Config(sx.SuffixOptions):
-    length: PositiveInt = option(512, "sequence length (prefix + suffix) of the base and shuffled conditions, "
+    length: Tokens = option(512, "sequence length (prefix + suffix) of the base and shuffled conditions, "
                                       "in tokens")
-    long_length: PositiveInt = option(2048, "sequence length of the long condition, in tokens (e.g. beyond the "
+    long_length: Tokens = option(2048, "sequence length of the long condition, in tokens (e.g. beyond the "
                                             "training length)")
     conditions: Annotated[list[Condition], NonEmpty] = option(
         factory=lambda: list(CONDITIONS), help="base (text windows), shuffled (the whole text prefix shuffled), "
                                                "long (windows of long_length)")
     frequency_source: str = option("builtin:train", "text source whose token frequencies rank the vocabulary "
                                                     "(the zoo's training text is builtin:train)")
-    frequency_tokens: PositiveInt = option(1_000_000, "tokens of frequency_source counted")
-    rank_bins: NonNegativeInt = option(0, "log-spaced frequency-rank bins of the rows; 0: one row per rank")
+    frequency_tokens: Tokens = option(1_000_000, "tokens of frequency_source counted")
+    rank_bins: NonNegativeCount = option(0, "log-spaced frequency-rank bins of the rows; 0: one row per rank")
 
     def validate(self) -> None:
         super().validate()

@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Annotated
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveInt, option
+from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import CONDITION, FLAG, FRACTION, ROPE_UNIT, N, declare, narrow, pick
@@ -75,7 +75,7 @@ class Config(common.HeadOptions):
     n_passkey: Count = option(10, "passkey probes per depth and length (the card's test wants >= 30 in all)")
     n_draws: Count = option(19, "random-head draws per fraction (the control; the card's randomization test "
                                 "needs >= 19, 99 where the budget allows)")
-    detect_length: PositiveInt | None = option(None, "length, in tokens, at which Positional Heads are detected; "
+    detect_length: Tokens | None = option(None, "length, in tokens, at which Positional Heads are detected; "
                                                      "unset: the training length")
     detect_samples: Count = option(4, "inputs of the head detection")
 

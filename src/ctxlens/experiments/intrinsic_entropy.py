@@ -47,7 +47,17 @@ from typing import TYPE_CHECKING, Annotated
 import torch
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import MAX_COUNT, Count, PositiveFraction, PositiveInt, between, option
+from ctxlens.core.options import (
+    MAX_COUNT,
+    Count,
+    Layer,
+    NonNegativeCount,
+    PositiveFraction,
+    Tokens,
+    Width,
+    between,
+    option,
+)
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FITS, declare, narrow, pick
@@ -73,23 +83,23 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(LengthSweepOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
+    lengths: list[Tokens] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
                                         help="context lengths, in tokens (each once)")
     n_samples: Annotated[int, between(2, MAX_COUNT)] = option(
         512, "windows per length, whose last-token features make the covariance (the paper uses >= 10000); "
              "unset: max(512, 2 x the model's feature width)")
-    layer: int | None = option(None, "features from this block's output; unset: the final hidden state after "
+    layer: Layer | None = option(None, "features from this block's output; unset: the final hidden state after "
                                      "the final norm (what the LM head reads)")
-    entropy_n: list[PositiveInt] = option(factory=lambda: [8, 16, 32, 64],
+    entropy_n: list[Count] = option(factory=lambda: [8, 16, 32, 64],
                                           help="n of the intrinsic entropy S_n: leading relative eigenvalues summed")
     thresholds: list[PositiveFraction] = option(
         factory=lambda: [0.002, 0.01, 0.05, 0.25],
         help="intrinsic-dimension thresholds on relative eigenvalues (Appendix J.2's range)")
     kde: bool = option(True, "also the Gaussian-KDE entropy of the features (Appendix C.2)")
     kde_samples: Count = option(2048, "features kept for the KDE (the spectrum uses every window)")
-    kde_components: int | None = option(None, "principal components the KDE uses; unset: every component with "
+    kde_components: Width | None = option(None, "principal components the KDE uses; unset: every component with "
                                                "relative eigenvalue >= 1e-8")
-    eigen_rows: int = option(4096, "relative-eigenvalue rows written per length")
+    eigen_rows: NonNegativeCount = option(4096, "relative-eigenvalue rows written per length")
     n_boot: Annotated[int, between(0, MAX_COUNT)] = option(
         200, "bootstrap replicates over windows (paired across lengths) written by the fit unit; 0: none")
 

@@ -49,7 +49,7 @@ import torch
 from ctxlens.core import progress
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, PositiveInt, option
+from ctxlens.core.options import Count, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import declare, narrow, pick
@@ -66,15 +66,15 @@ Scoring = typing.Literal["targets", "positions"]
 
 @dataclass
 class Config(LengthSweepOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
+    lengths: list[Tokens] = option(factory=lambda: [4, 8, 16, 32, 64, 128, 256, 512],
                                         help="visible context lengths l, in tokens (each once)")
     n_samples: Count = option(8, "windows, each scored at every length")
-    n_scored: PositiveInt = option(32, "target positions per window, the same at every length")
+    n_scored: Count = option(32, "target positions per window, the same at every length")
     n_boot: Count = option(400, "bootstrap refits of the power law over samples (whole windows resampled)")
     scoring: Scoring = option("targets", "targets: the same targets at every length, a fresh window per target "
                                          "and length (the paper's masking); positions: one forward per window, "
                                          "length l read at the targets l tokens into it")
-    band: PositiveInt = option(64, "positions scoring: a length's targets lie within l / band tokens of l")
+    band: Tokens = option(64, "positions scoring: a length's targets lie within l / band tokens of l")
 
 
 def plan(config: Config) -> list[Unit]:

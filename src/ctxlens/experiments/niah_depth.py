@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Percent, PositiveInt, option
+from ctxlens.core.options import Percent, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(TaskOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [4096, 8192],
+    lengths: list[Tokens] = option(factory=lambda: [4096, 8192],
                                         help="prompt lengths, in tokens; unset: the model's training length and twice "
                                              "it (half and once it where twice is beyond its positions)")
     depths: list[Percent] = option(factory=lambda: [float(d) for d in range(0, 101, 10)],

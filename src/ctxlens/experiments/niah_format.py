@@ -12,7 +12,7 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import Percent, PositiveInt, option
+from ctxlens.core.options import Percent, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import TASK_ROWS, declare
@@ -30,7 +30,7 @@ Kind = typing.Literal["words", "numbers", "uuids"]  # the keys of ctxlens.tasks.
 
 @dataclass
 class Config(TaskOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [4096], help="prompt lengths, in tokens")
+    lengths: list[Tokens] = option(factory=lambda: [4096], help="prompt lengths, in tokens")
     haystacks: list[Haystack] = option(factory=lambda: ["essay", "repeat"],
                                        help="haystacks: essay (running prose), repeat (RULER's noise: one "
                                             "sentence group repeated) or needle (distractor needles)")

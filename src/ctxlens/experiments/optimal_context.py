@@ -57,11 +57,15 @@ import torch
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.options import (
+    Bits,
+    Count,
     Finite,
     NonNegativeFloat,
-    NonNegativeInt,
     PositiveFloat,
-    PositiveInt,
+    Seed,
+    Steps,
+    Threads,
+    Width,
     between,
     option,
 )
@@ -86,27 +90,27 @@ MAX_BITS = 1024
 class Config:
     grid: Grid = option("reduced", "preset of sizes, lengths and seeds: reduced (3 x 6, one seed) or full "
                                    "(8 x 9, three seeds)")
-    sizes: list[PositiveInt] | None = option(None, "training-set sizes D, in samples; unset: the grid's")
-    lengths: list[PositiveInt] | None = option(None, "visible context lengths l, in bits (at most n_bits); unset: "
+    sizes: list[Count] | None = option(None, "training-set sizes D, in samples; unset: the grid's")
+    lengths: list[Bits] | None = option(None, "visible context lengths l, in bits (at most n_bits); unset: "
                                                      "the grid's")
-    seeds: list[NonNegativeInt] | None = option(None, "one training run per seed and (size, length); unset: the "
+    seeds: list[Seed] | None = option(None, "one training run per seed and (size, length); unset: the "
                                                       "grid's")
     # dataset: SparseParity(n_bits, tasks_per_bit, first_max_bit, alpha)
     n_bits: Annotated[int, between(1, MAX_BITS)] = option(20, "sparse-parity bits per sample")
-    tasks_per_bit: PositiveInt = option(1, "subtasks per farther bit")
-    first_max_bit: PositiveInt = option(2, "the farther bit of the first subtasks")
+    tasks_per_bit: Bits = option(1, "subtasks per farther bit")
+    first_max_bit: Bits = option(2, "the farther bit of the first subtasks")
     alpha: Annotated[float, Finite] = option(1.15, "subtask frequency ∝ (farther bit) ** -alpha (1.15: the law "
                                                    "fitted to Table 1)")
     # model and training
-    hidden: PositiveInt = option(64, "MLP width and feature size / transformer width")
-    batch: PositiveInt = option(128, "training batch size, in samples")
+    hidden: Width = option(64, "MLP width and feature size / transformer width")
+    batch: Count = option(128, "training batch size, in samples")
     lr: PositiveFloat = option(1e-3, "learning rate (constant)")
     weight_decay: NonNegativeFloat = option(0.0, "weight decay")
-    max_epochs: PositiveInt = option(100, "training epochs at most")
-    eval_epochs: PositiveInt = option(1, "evaluate every this many epochs")
-    patience: PositiveInt = option(5, "evaluations in a row without improvement before stopping")
-    val_size: PositiveInt = option(2000, "validation samples")
-    threads: PositiveInt | None = option(None, "torch CPU threads while training; unset: torch's setting")
+    max_epochs: Steps = option(100, "training epochs at most")
+    eval_epochs: Steps = option(1, "evaluate every this many epochs")
+    patience: Steps = option(5, "evaluations in a row without improvement before stopping")
+    val_size: Count = option(2000, "validation samples")
+    threads: Threads | None = option(None, "torch CPU threads while training; unset: torch's setting")
 
     def __post_init__(self) -> None:
         preset = GRIDS.get(self.grid, {})

@@ -45,7 +45,18 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import PositiveFloat, PositiveFraction, PositiveInt, between, option
+from ctxlens.core.options import (
+    Bits,
+    Count,
+    PositiveFloat,
+    PositiveFraction,
+    Seed,
+    Steps,
+    Threads,
+    Width,
+    between,
+    option,
+)
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
@@ -61,25 +72,25 @@ PAPER = {"slope": -0.693, "intercept": 0.0139, "r2": 1 - 7e-9}  # Appendix J.3, 
 @dataclass
 class Config:
     n_bits: Annotated[int, between(1, 64)] = option(16, "sparse-parity bits per sample")
-    first_max_bit: PositiveInt = option(4, "the farther bit of the first subtasks")
-    tasks_per_bit: PositiveInt = option(1, "subtasks per farther bit")
+    first_max_bit: Bits = option(4, "the farther bit of the first subtasks")
+    tasks_per_bit: Bits = option(1, "subtasks per farther bit")
     alpha: float = option(0.0, "subtask frequency ∝ (farther bit) ** -alpha; 0: every subtask equally often "
                                "(Appendix J.1)")
-    data_seed: int = option(0, "seed placing the nearer bit of every subtask")
-    lengths: list[PositiveInt] | None = option(None, "visible context lengths l, in bits; unset: first_max_bit + 1 "
+    data_seed: Seed = option(0, "seed placing the nearer bit of every subtask")
+    lengths: list[Bits] | None = option(None, "visible context lengths l, in bits; unset: first_max_bit + 1 "
                                                      ".. n_bits")
-    hidden: PositiveInt = option(128, "width of the context MLP")
-    feature_dim: PositiveInt = option(32, "size of the context feature whose PCA dimension is measured")
-    steps: PositiveInt = option(6000, "training steps")
-    batch: PositiveInt = option(256, "training batch size, in samples")
+    hidden: Width = option(128, "width of the context MLP")
+    feature_dim: Width = option(32, "size of the context feature whose PCA dimension is measured")
+    steps: Steps = option(6000, "training steps")
+    batch: Count = option(256, "training batch size, in samples")
     lr: PositiveFloat = option(3e-3, "learning rate")
     weight_decay: float = option(0.1, "weight decay")
-    seed: int = option(0, "training seed")
-    n_eval: PositiveInt = option(4000, "evaluation samples per visible length")
+    seed: Seed = option(0, "training seed")
+    n_eval: Count = option(4000, "evaluation samples per visible length")
     thresholds: list[PositiveFraction] = option(
         factory=lambda: [0.01, 0.05, 0.25], help="intrinsic-dimension thresholds on relative eigenvalues "
                                                  "(0.05: the paper's 1/20, Appendix J.2)")
-    threads: PositiveInt = option(1, "CPU threads while training (a tiny MLP runs fastest on one)")
+    threads: Threads = option(1, "CPU threads while training (a tiny MLP runs fastest on one)")
     reuse: bool = option(True, "load a cached model trained with the same options")
 
     def validate(self) -> None:

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import option
+from ctxlens.core.options import Count, NonNegativeSteps, Seed, Steps, Threads, between, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, positive, summary
@@ -40,28 +41,29 @@ from ctxlens.zoo.parity_train import TABLE1_CTLS, ParitySpec, train_parity
 MODEL = "parity-transformer"  # the one model spec: built and trained by the experiment
 SIZES = ("cpu", "paper")
 _D = ParitySpec  # its defaults are the options' defaults
+Ctl = Annotated[int, between(0, SparseParity.paper().n_bits)]  # a context length, in bits of the paper's samples
 
 
 @dataclass
 class Config:
-    seeds: list[int] = option(factory=lambda: [0], help="training seeds; one model (one unit) each")
-    ctls: list[int] = option(factory=lambda: list(TABLE1_CTLS), help="context lengths (bits) to evaluate at; "
+    seeds: list[Seed] = option(factory=lambda: [0], help="training seeds; one model (one unit) each")
+    ctls: list[Ctl] = option(factory=lambda: list(TABLE1_CTLS), help="context lengths (bits) to evaluate at; "
                              "default Table 1's")
     size: str = option("cpu", "cpu: one layer, 64 wide (the recorded run); paper: Section 4.3's 3 x 208 model")
-    steps: int = option(_D.steps, "training steps")
-    batch: int = option(_D.batch, "samples per step")
+    steps: Steps = option(_D.steps, "training steps")
+    batch: Count = option(_D.batch, "samples per step")
     lr: float = option(_D.lr, "peak learning rate")
-    warmup: int = option(_D.warmup, "learning-rate warm-up steps")
+    warmup: NonNegativeSteps = option(_D.warmup, "learning-rate warm-up steps")
     weight_decay: float = option(_D.weight_decay, "weight decay (decided how many tasks were learned)")
-    decay_start: int = option(_D.decay_start, "step from which weight decay applies")
-    eval_every: int = option(_D.eval_every, "steps between validations (the best one is kept)")
-    train_ctl: int | None = option(None, "train at this context length only; default the paper's mixture")
-    val_size: int = option(_D.val_size, "validation samples (model selection)")
-    test_size: int = option(_D.test_size, "test samples per evaluated context length")
+    decay_start: NonNegativeSteps = option(_D.decay_start, "step from which weight decay applies")
+    eval_every: Steps = option(_D.eval_every, "steps between validations (the best one is kept)")
+    train_ctl: Ctl | None = option(None, "train at this context length only; default the paper's mixture")
+    val_size: Count = option(_D.val_size, "validation samples (model selection)")
+    test_size: Count = option(_D.test_size, "test samples per evaluated context length")
     init_std: float = option(_D.init_std, "initialisation standard deviation")
     rope_theta: float = option(_D.rope_theta, "RoPE base (Section 4.3: 4000)")
     device: str = option("cpu", "device to train on (cpu, cuda, ...)")
-    threads: int | None = option(None, "torch CPU threads while training; default torch's setting")
+    threads: Threads | None = option(None, "torch CPU threads while training; default torch's setting")
 
     def validate(self) -> None:
         if self.size not in SIZES:

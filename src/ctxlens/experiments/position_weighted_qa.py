@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import NonNegativeFloat, PositiveInt, option
+from ctxlens.core.options import NonNegativeFloat, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
@@ -28,7 +28,7 @@ if typing.TYPE_CHECKING:
 
 @dataclass
 class Config(TaskOptions):
-    max_length: PositiveInt = option(8192, "L: the length, in tokens, the prompts are built at")
+    max_length: Tokens = option(8192, "L: the length, in tokens, the prompts are built at")
     gammas: list[NonNegativeFloat] = option(
         factory=lambda: [0.0, 0.5, 1.0, 2.0, 4.0],
         help="gamma of P(x) ∝ (1 - x/L)^gamma, x the golden paragraph's distance to the end (0: uniform)")

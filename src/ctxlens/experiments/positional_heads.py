@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import PositiveInt, between, option
+from ctxlens.core.options import Tokens, between, option
 from ctxlens.core.stats import one_sample_t
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
@@ -52,7 +52,7 @@ Control = Literal["none", "rope-zeroed"]
 
 @dataclass
 class Config(common.HeadOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512],
+    lengths: list[Tokens] = option(factory=lambda: [512],
                                         help="detection lengths, in tokens (e.g. the training length)")
     alpha: Annotated[float, between(0, 1, open_low=True, open_high=True)] = option(
         0.05, "significance level of each head's t test across inputs (significant: uncorrected; "

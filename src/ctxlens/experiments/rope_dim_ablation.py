@@ -26,7 +26,7 @@ import torch
 
 from ctxlens.core.columns import Column
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeInt, option
+from ctxlens.core.options import Count, Layers, NonEmpty, NonNegativeCount, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import CORRELATION, DISTANCE_BINS, KIND, ROPE_LAYER, ROPE_UNIT, declare, narrow
@@ -51,7 +51,7 @@ class Config(common.DominantOptions):
     n_samples: Count = option(2, "windows (inputs) per length")
     layers: Layers = option(None, "ablated and measured attention layers, negative from the end; unset: every "
                                     "attention layer")
-    n_queries: NonNegativeInt = option(64, "queries per input of the attention and dominant measures, evenly "
+    n_queries: NonNegativeCount = option(64, "queries per input of the attention and dominant measures, evenly "
                                            "spaced; 0: every token")
     ablations: Annotated[list[str], NonEmpty] = option(
         factory=lambda: ["high:25%", "low:25%"],

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import Count, PositiveInt, option
+from ctxlens.core.options import Count, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import ROPE_LAYER, ROPE_UNIT, declare
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(common.RopeOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="input lengths, in tokens")
+    lengths: list[Tokens] = option(factory=lambda: [512], help="input lengths, in tokens")
     n_pairs: Count = option(1000, "query-key pairs sampled per input and layer (shared by its heads)")
-    top_k: PositiveInt = option(5, "frequency pairs counted per query-key pair: those contributing most (Figure 1: 5)")
+    top_k: Count = option(5, "frequency pairs counted per query-key pair: those contributing most (Figure 1: 5)")
 
 
 def plan(config: Config) -> list[Unit]:

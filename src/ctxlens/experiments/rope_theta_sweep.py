@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveFloat, PositiveInt, option
+from ctxlens.core.options import Count, Fraction, Layers, NonEmpty, PositiveFloat, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Defaults, DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, N, declare, pick
@@ -51,14 +51,14 @@ if typing.TYPE_CHECKING:
 class Config(sx.GeometryOptions):
     thetas: Annotated[list[PositiveFloat], NonEmpty] = option(
         factory=lambda: [1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6], help="RoPE bases theta swept, one unit each")
-    ppl_lengths: list[PositiveInt] = option(factory=lambda: [512, 2048],
+    ppl_lengths: list[Tokens] = option(factory=lambda: [512, 2048],
                                             help="sequence lengths of the suffix perplexity, in tokens")
-    accs_lengths: list[PositiveInt] = option(factory=lambda: [2048], help="sequence lengths of the ACCS, in tokens")
+    accs_lengths: list[Tokens] = option(factory=lambda: [2048], help="sequence lengths of the ACCS, in tokens")
     boundary: Fraction = option(0.5, "ACCS: the first boundary x (text prefix length) tokens after the BOS, if "
                                       "any, are shuffled")
     layers: Layers = option(factory=lambda: [-1], help="ACCS layers, negative from the end (the paper: "
                                                                  "the last); unset (null): every layer")
-    needle_lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
+    needle_lengths: list[Tokens] = option(factory=lambda: [256, 512, 1024, 2048],
                                                help="prompt lengths of the needle probe, in tokens; empty: no probe")
     n_needles: Count = option(20, "needle probes per length")
     needle_depth: Fraction = option(0.5, "where the fact sits in the prompt: 0 the start, 1 just before the question")

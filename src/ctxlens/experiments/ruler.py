@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import RULER_LENGTHS, Defaults, Experiment, Work, lengths_that_fit
 from ctxlens.experiments.registry import DEMO_TASK, TASK_ROWS, DemoStep, Smoke, T, register, summary
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 class Config(TaskOptions):
     tasks: list[str] = option(factory=lambda: list(RULER_TASKS), help="tasks run (ctxlens tasks lists them); "
                                                                        "default: RULER's 13")
-    lengths: list[PositiveInt] = option(factory=lambda: list(RULER_LENGTHS),
+    lengths: list[Tokens] = option(factory=lambda: list(RULER_LENGTHS),
                                         help="prompt lengths, in tokens; unset: RULER's lengths up to what the "
                                              "model's positions allow")
     threshold: float = option(THRESHOLD, "RULER's effective length: the largest length whose mean score (0-100) "

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, LENGTH, NLL, SEED, WINDOWS, declare
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Config(sx.SuffixOptions):
-    lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024, 2048],
+    lengths: list[Tokens] = option(factory=lambda: [256, 512, 1024, 2048],
                                         help="sequence lengths (prefix + suffix), in tokens")
     bos: bool | None = option(None, "BOS first in every window; unset (auto): when the tokenizer adds one")
 

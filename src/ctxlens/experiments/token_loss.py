@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxlens.core.columns import Column
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import BOS, FLAG, LENGTH, SAMPLE, SEED, SOURCE, declare, pick
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class Config(SourceOptions):
     source: str = option("random", "text source: random (uniform random token ids), builtin[:SPLIT], "
                                    "a .txt/.jsonl/.parquet file or folder, or hf:DATASET")
-    lengths: list[PositiveInt] = option(factory=lambda: [128, 256], help="window lengths, in tokens")
+    lengths: list[Tokens] = option(factory=lambda: [128, 256], help="window lengths, in tokens")
 
 
 def plan(config: Config) -> list[Unit]:

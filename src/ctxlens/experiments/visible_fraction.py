@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctxlens.core.options import PositiveInt, option
+from ctxlens.core.options import Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, Work, summary
 from ctxlens.experiments.columns import FRACTION, TASK_ROWS, declare
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 @dataclass
 class Config(TaskOptions):
     tasks: list[str] = option(factory=lambda: ["qa_1", "fwe", "cwe", "vt"], help="tasks run (Appendix A.3's four)")
-    max_length: PositiveInt = option(8192, "M: the length, in tokens, the prompts are built at")
+    max_length: Tokens = option(8192, "M: the length, in tokens, the prompts are built at")
     fractions: Fractions = fractions_option()
 
     def validate(self) -> None:

@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Annotated
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Layers, NonEmpty, NonNegativeInt, PositiveFraction, PositiveInt, option
+from ctxlens.core.options import (
+    Count,
+    Layers,
+    NonEmpty,
+    NonNegativeCount,
+    PositiveFraction,
+    Tokens,
+    option,
+)
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.probes.dominant import RankBy
 from ctxlens.probes.extrapolation import parse_transform, train_length
@@ -35,13 +43,13 @@ class RopeOptions(SourceOptions):
     training length, under extrapolation transforms ("On the token distance modeling ability of
     higher RoPE attention dimension", Section 4.2.2)."""
 
-    lengths: list[PositiveInt] = option(factory=lambda: [256, 512, 1024],
+    lengths: list[Tokens] = option(factory=lambda: [256, 512, 1024],
                                         help="input lengths, in tokens, below and beyond the training length")
     transforms: Annotated[list[str], NonEmpty] = option(
         factory=lambda: ["none"], help="extrapolation transforms, one unit each: none, theta:BASE, linear:F, "
                                        "dynamic:F, yarn:F (optionally @global, @sliding or @all) or selfextend:G:W")
     layers: Layers = option(None, "attention layers analysed, negative from the end; unset: every attention layer")
-    train_length: PositiveInt | None = option(
+    train_length: Tokens | None = option(
         None, "training length in tokens (splits rows into beyond_train or not; the transforms' original length); "
               "unset: from the model (zoo record or config)")
 
@@ -55,8 +63,8 @@ class DominantOptions(RopeOptions):
     """RoPE options of the experiments that take each query's dominant dimension over its top-k
     attended keys (Section 4.2.1, equations 13-15)."""
 
-    top_k: PositiveInt = option(100, "attended keys per query whose dominant dimension is taken (the paper uses 100)")
-    n_queries: NonNegativeInt = option(0, "queries per input, evenly spaced; 0: every token")
+    top_k: Count = option(100, "attended keys per query whose dominant dimension is taken (the paper uses 100)")
+    n_queries: NonNegativeCount = option(0, "queries per input, evenly spaced; 0: every token")
 
 
 @dataclass

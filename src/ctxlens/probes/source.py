@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, PositiveInt, option
+from ctxlens.core.options import Count, Seed, Tokens, option
 
 
 @dataclass
@@ -23,9 +23,9 @@ class SourceOptions:
     source: str = option("sotu", "text source: sotu (natural prose, ctxlens.data.realtext), builtin[:SPLIT] (the "
                                  "synthetic corpus), a .txt/.jsonl/.parquet file or folder, hf:DATASET, or random "
                                  "(uniform random token ids)")
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="window lengths, in tokens")
+    lengths: list[Tokens] = option(factory=lambda: [512], help="window lengths, in tokens")
     n_samples: Count = option(4, "windows (inputs) per length")
-    seed: int = option(0, "seed of the windows drawn from the source")
+    seed: Seed = option(0, "seed of the windows drawn from the source")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
     bos: bool | None = option(None, "put the tokenizer's BOS before every window; unset (auto): when the "
                                     "model's tokenizer adds one to text it encodes (never before random ids)")
@@ -35,7 +35,7 @@ class SourceOptions:
 class LengthSweepOptions(SourceOptions):
     """Windows scored at several visible context lengths, batched up to ``batch_tokens`` per forward."""
 
-    batch_tokens: PositiveInt = option(1 << 16, "tokens per forward (windows are batched up to this)")
+    batch_tokens: Tokens = option(1 << 16, "tokens per forward (windows are batched up to this)")
 
     def validate(self) -> None:
         if len(set(self.lengths)) != len(self.lengths):

