@@ -142,6 +142,64 @@ def test_a_model_directory_is_checked_before_transformers_reads_it(tmp_path, nam
         read_info(str(model))
 
 
+@pytest.fixture
+def hub(monkeypatch):
+    """A hub that lists ``listed`` ({file: size}) for every repo and caches ``cached`` ({file: path}); the
+    transformers reads that would follow fail the test."""
+    import types
+
+    import huggingface_hub
+    import transformers
+
+    state: dict = {"listed": {}, "cached": {}, "asked": 0}
+
+    def model_info(self, repo_id, revision=None, files_metadata=False, timeout=None):
+        state["asked"] += 1
+        if state["listed"] is None:
+            raise OSError("no network")
+        return types.SimpleNamespace(siblings=[types.SimpleNamespace(rfilename=n, size=b)
+                                               for n, b in state["listed"].items()])
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the suite runs offline
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
+                        lambda repo, name, revision=None: state["cached"].get(name))
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", lambda *a, **k: pytest.fail("transformers read"))
+    return state
+
+
+@pytest.mark.parametrize("name, size", [("chat_template.jinja", GB3), ("tokenizer_config.json", 64 * MIB + 1),
+                                        ("additional_chat_templates/tool_use.jinja", 2 * MIB)])
+def test_a_hub_model_whose_listed_files_are_over_their_bounds_is_refused_before_download(tmp_path, capsys, hub,
+                                                                                       name, size):
+    """Issue 45: a hub id's files were downloaded and read whole by transformers before ctxlens saw them;
+    now the sizes the hub lists are checked first, in one sentence, and transformers is never called."""
+    hub["listed"] = {"config.json": 700, "model.safetensors": GB3, name: size}  # weights are not read whole
+    code = main(["run", "token-loss", "--model", "org/model", "--out", str(tmp_path / "r"), "--no-progress"])
+    said = last_error(capsys)
+    assert code == 2 and f"'{name}' of hub model 'org/model' is {size:,} bytes" in said and "--revision" in said
+    assert hub["asked"] >= 1 and not (tmp_path / "r").exists()  # planning and loading each ask
+
+
+def test_a_hub_models_cached_copy_is_checked_on_its_file_and_no_listing_is_no_refusal(tmp_path, hub, monkeypatch):
+    import huggingface_hub
+
+    from ctxlens.lm import model_files
+
+    hub["cached"] = {"tokenizer_config.json": str(sparse(tmp_path / "tokenizer_config.json"))}
+    with pytest.raises(CtxlensError, match="tokenizer_config.json' is 3,221,225,472 bytes, more than the 64 MiB"):
+        model_files.check_hub("org/model")
+    hub["cached"], hub["listed"] = {}, None  # no network: only the cache is checked, transformers says the rest
+    model_files.check_hub("org/model")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    hub["listed"] = {"chat_template.jinja": GB3}
+    model_files.check_hub("org/model")  # offline: the hub is not asked
+    assert hub["asked"] == 1
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    hub["listed"] = {"config.json": 700, "tokenizer.json": 30 * MIB}  # real sizes pass
+    model_files.check_hub("org/model")
+
+
 def test_a_fifo_in_a_model_directory_is_refused_not_waited_on(tmp_path):
     from ctxlens.lm.info import read_info
 

@@ -190,7 +190,7 @@ def model_config(spec: str | Resolved, trust_remote_code: bool = False,
     from ctxlens.lm.specs import as_resolved
 
     where = as_resolved(spec)
-    model_files.check_directory(where.path)  # transformers reads its config and tokenizer files whole
+    model_files.check_directory(where.path, revision)  # transformers reads its config and tokenizer files whole
     try:
         found = (Path(where.path) / "config.json").stat()
         stamp = (found.st_mtime_ns, found.st_size)
