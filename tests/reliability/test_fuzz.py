@@ -68,6 +68,7 @@ class Case:
     argv: list[str]  # {in}, {out} and {victim} are replaced by the case's folders
     inputs: dict[str, bytes | tuple[str, str]] = field(default_factory=dict)  # name -> bytes, or ("link", target)
     setup: Callable[[Path], None] | None = None  # builds inputs that need code (run copies, GGUF files)
+    refused: str = ""  # when set: the case must end in one error sentence that names this
 
 
 def _random_text(rng: random.Random) -> str:
@@ -522,6 +523,52 @@ def count_cases(rng: random.Random, n: int) -> list[Case]:
     return out
 
 
+HUGE_INTEGERS = ["1" + "0" * 30, "-" + "1" * 30, "9223372036854775808", "-4097",
+                 "1" + "0" * 4400]  # past every declared range (2^63: past a seed's); the last past int()'s text limit
+
+
+def integer_option_cases(rng: random.Random, n: int) -> list[Case]:
+    """Every integer option of every experiment (batch sizes, steps, widths, top-k, bins, lengths, seeds,
+    layers), with values past its declared range: refused at parsing, before any model loads."""
+    import dataclasses
+    import typing
+
+    from ctxlens.experiments.registry import experiments
+
+    options = []
+    for name, exp in sorted(experiments().items()):
+        hints = typing.get_type_hints(exp.Config, include_extras=True)
+        options += [(name, f.name) for f in dataclasses.fields(exp.Config)
+                    if "int" in str(hints[f.name]).replace("Literal", "")]
+    out = []
+    for _ in range(n):
+        exp, option = rng.choice(options)
+        argv = ["run", exp, "--model", MODEL, "--out", "{out}/run", "--no-progress",
+                f"--{option.replace('_', '-')}", rng.choice(HUGE_INTEGERS)]
+        out.append(Case("integer options", argv, refused=option))
+    return out
+
+
+FILTER_PIECES = ["{{ (range(2000)|list)|tojson(indent=1000000) }}", "{{ range(2000)|map('center', 1000000)|join }}",
+                 "{% set s = 'x' * 1000000 %}{% for _ in range(9) %}{% set s = s ~ s %}{% endfor %}{{ s|length }}",
+                 "{{ ('x' * 30000000).split()|length }}", "{{ 'ab'|center(1000000)|wordwrap(3)|length }}",
+                 "{{ range(100000)|batch(3)|list|tojson|length }}", "{{ range(10**6)|list|unique|list|length }}",
+                 "{{ messages|tojson(indent=100) }}", "{{ messages[0]['content'] }}"]
+
+
+def filter_template_cases(rng: random.Random, n: int) -> list[Case]:
+    """Chat templates whose filters allocate where the counting guards do not count (``tojson`` with a huge
+    indent, ``map('center')``, doubling with ``~``): stopped by the worker's memory cap or time bound."""
+    out = []
+    for _ in range(n):
+        template = "".join(rng.choice(FILTER_PIECES) for _ in range(rng.randrange(1, 3)))
+        out.append(Case("template filters", ["tasks", "export", "niah_single_1", "--tokenizer", "{in}/tok",
+                                             "--lengths", "512", "--n", "1", "--template", "chat", "--out", "{out}/t",
+                                             "--no-cache"],
+                        setup=lambda f, t=template: _tokenizer_folder(f / "in" / "tok", template=t)))
+    return out
+
+
 def gguf_disagreeing_cases(rng: random.Random, n: int) -> list[Case]:
     """Valid GGUF files whose metadata disagrees with their tensors, and converted caches changed afterwards."""
     out = []
@@ -566,7 +613,8 @@ def gguf_disagreeing_cases(rng: random.Random, n: int) -> list[Case]:
 
 def bound_cases() -> list[Case]:
     rng = random.Random(SEED + 45)
-    return bounded_file_cases(rng, 30) + count_cases(rng, 40) + gguf_disagreeing_cases(rng, 16)
+    return (bounded_file_cases(rng, 30) + count_cases(rng, 40) + gguf_disagreeing_cases(rng, 16)
+            + integer_option_cases(rng, 60) + filter_template_cases(rng, 16))
 
 
 def all_cases() -> list[Case]:
@@ -656,6 +704,8 @@ def _run_case(root: Path, i: int, case: Case) -> str | None:
     if code == 2 and "usage:" not in said and (said.count("ctxlens: error:") != 1 or
                                                not said.strip().splitlines()[-1].startswith("ctxlens: error:")):
         return f"status 2 without one error sentence: {said[-300:]!r}"
+    if case.refused and (code != 2 or case.refused not in said):
+        return f"not refused naming {case.refused!r} (exit {code}): {said[-200:]!r}"
     if (root / "victim").read_text() != "precious" or any((root / "victim-dir").iterdir()):
         return "wrote through a link"
     after = _tree(root, {folder / "out", root / "home"})
@@ -682,7 +732,8 @@ def test_fuzz_every_command(sandbox):
 def test_fuzz_bounds_and_caches(sandbox):
     """Issue 45's classes: files over their bound (sparse 3 GB, one byte over, FIFOs, deep nesting) in tokenizer
     folders, model directories and QA files; count options of experiments and task generators; GGUF files that
-    disagree with themselves and converted caches changed afterwards. Same harness and bounds per case."""
+    disagree with themselves and converted caches changed afterwards; integer options past their declared ranges;
+    chat templates whose filters allocate unseen by the counting guards. Same harness and bounds per case."""
     cases = bound_cases()
     breaks = []
     for i, case in enumerate(cases):
@@ -690,5 +741,5 @@ def test_fuzz_bounds_and_caches(sandbox):
         if why is not None:
             breaks.append(f"{case.family} {[a[:60] for a in case.argv]}: {why}")
         shutil.rmtree(sandbox / "cases" / str(i), ignore_errors=True)
-    assert len(cases) >= 80 and len({c.family for c in cases}) == 5
+    assert len(cases) >= 160 and len({c.family for c in cases}) == 7
     assert not breaks, f"{len(breaks)} of {len(cases)} inputs broke:\n" + "\n".join(breaks[:40])
