@@ -139,7 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_threshold(args) -> None:
+def _check_threshold(args: argparse.Namespace) -> None:
     """``--threshold`` (report, card) is a score in [0, 100], checked before any run is read."""
     import math
 

@@ -3,6 +3,7 @@ tables (and ``zoo train``, which trains the built-in zoo)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from ctxlens.cli.common import table
 from ctxlens.core.errors import CtxlensError
 
 
-def cmd_models(args) -> int:
+def cmd_models(args: argparse.Namespace) -> int:
     if not args.all:
         if args.types or args.json:
             raise CtxlensError("--types and --json go with --all; run `ctxlens models --all --json FILE`.")
@@ -30,7 +31,7 @@ def cmd_models(args) -> int:
     return 0
 
 
-def cmd_experiments(args) -> int:
+def cmd_experiments(args: argparse.Namespace) -> int:
     from ctxlens.experiments import catalog
     from ctxlens.experiments.registry import by_paper
 
@@ -43,7 +44,7 @@ def cmd_experiments(args) -> int:
     return 0
 
 
-def cmd_zoo(args) -> int:
+def cmd_zoo(args: argparse.Namespace) -> int:
     from ctxlens.zoo.registry import BUILDERS, home, record, trained_path
     from ctxlens.zoo.specs import RECIPE, ZOO, get_spec
 

@@ -13,6 +13,7 @@ model's values to every model and change the new run's ``options``).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ctxlens.cli.common import experiment_options
@@ -56,7 +57,7 @@ def read_yaml(path: str) -> dict:
     return data
 
 
-def cmd_run(args, extra: list[str]) -> int:
+def cmd_run(args: argparse.Namespace, extra: list[str]) -> int:
     from ctxlens.runner.execute import run
 
     cfg = read_yaml(args.config) if args.config else {}
@@ -103,7 +104,7 @@ def cmd_run(args, extra: list[str]) -> int:
     return 0
 
 
-def _run_help(args, experiment: str | None) -> int:
+def _run_help(args: argparse.Namespace, experiment: str | None) -> int:
     """``ctxlens run [EXPERIMENT] --help``: the run command's flags, then the experiment's options."""
     from ctxlens.experiments.catalog import options_help
     from ctxlens.experiments.registry import get_experiment

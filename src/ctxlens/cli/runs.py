@@ -4,13 +4,14 @@ context-use card, gzip archives of finished rows) and the budgeted profile, whos
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from ctxlens.cli.common import one_line, safe
 
 
-def cmd_card(args) -> int:
+def cmd_card(args: argparse.Namespace) -> int:
     from ctxlens.findings.card import card_of_runs, line_costs
     from ctxlens.report.card import card_markdown, cost_markdown
     from ctxlens.results import profile_costs, read_runs
@@ -31,7 +32,7 @@ def cmd_card(args) -> int:
     return 0
 
 
-def cmd_archive(args) -> int:
+def cmd_archive(args: argparse.Namespace) -> int:
     from ctxlens.results import run_dirs
     from ctxlens.runner.archive import archive_run
 
@@ -47,7 +48,7 @@ def cmd_archive(args) -> int:
     return 0
 
 
-def cmd_profile(args) -> int:
+def cmd_profile(args: argparse.Namespace) -> int:
     from ctxlens.profile import profile
     from ctxlens.report import build_report
 

@@ -3,11 +3,13 @@ JSONL layout, with the bounds its numbers are checked against before any tokeniz
 
 from __future__ import annotations
 
+import argparse
+
 from ctxlens.cli.common import experiment_options, table
 from ctxlens.core.errors import CtxlensError
 
 
-def cmd_tasks(args, extra: list[str]) -> int:
+def cmd_tasks(args: argparse.Namespace, extra: list[str]) -> int:
     from ctxlens.tasks import RULER_TASKS
     from ctxlens.tasks.export import Prompting, export_tasks, task_table
 
@@ -45,7 +47,7 @@ MAX_EXPORT_N = 100_000  # samples per task and length (ctxlens.core.options.MAX_
 MAX_NEW_TOKENS = 1 << 16
 
 
-def _export_numbers(args) -> list[int]:
+def _export_numbers(args: argparse.Namespace) -> list[int]:
     """``tasks export``'s lengths, after checking them and ``--n``, ``--seed`` and ``--max-new-tokens``
     against their bounds, before any tokenizer loads."""
     try:

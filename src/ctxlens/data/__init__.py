@@ -26,5 +26,5 @@ if typing.TYPE_CHECKING:
     from ctxlens.data.windows import token_windows
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     return lazy.attribute(__name__, _WHERE, name, globals())

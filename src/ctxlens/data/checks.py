@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctxlens.core.errors import CtxlensError
 
 
-def check_int(name: str, value, *, minimum: int | None = None) -> None:
+def check_int(name: str, value: object, *, minimum: int | None = None) -> None:
     """Raise unless ``value`` is a whole number (not a bool), at least ``minimum`` when given."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise CtxlensError(f"{name} must be a whole number, got {value!r}; pass an integer {name}.")

@@ -106,7 +106,7 @@ def sample_seed(seed: int, index: int) -> int:
     return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
 
 
-def _check(*, length, vocab_size, period_len, stride, seed, low) -> None:
+def _check(*, length: int, vocab_size: int, period_len: int, stride: int, seed: int, low: int) -> None:
     check_int("length", length, minimum=1)
     check_int("vocab_size", vocab_size, minimum=1)
     check_int("period_len", period_len, minimum=1)

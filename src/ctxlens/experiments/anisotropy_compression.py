@@ -88,7 +88,7 @@ def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     layers = lm.layer_indices(config.layers)
     positions = sx.suffix_positions(length, config.suffix_len, config.suffix_positions)
 
-    def new():
+    def new() -> sx.Guarded:
         return sx.Guarded(AnisotropyAccumulator(config.condition_number))
 
     by_window = {(c, s, layer): new() for c in range(len(shuffles)) for s in config.streams for layer in layers}

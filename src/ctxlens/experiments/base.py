@@ -32,9 +32,9 @@ from __future__ import annotations
 import functools
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ctxlens.core import columns as contracts
 from ctxlens.core.columns import Column
@@ -42,12 +42,15 @@ from ctxlens.core.options import make_config, positive  # noqa: F401  (re-export
 from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.core.zoo_facts import TRAIN_LENGTH
 
+if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
+
 C = TypeVar("C")  # an experiment's Config dataclass
 
 RULER_LENGTHS = (4096, 8192, 16384, 32768, 65536, 131072)  # RULER's evaluation lengths
 
 
-def lengths_that_fit(info, candidates, extrapolate: bool) -> list[int]:
+def lengths_that_fit(info: ModelInfo, candidates: Sequence[int], extrapolate: bool) -> list[int]:
     """The ``candidates`` the model's positions allow (all of them with ``extrapolate``, unless its
     positions are learned); when none does, its training length and its half and quarter."""
     fit = [n for n in candidates if info.allows(n, extrapolate)]
@@ -157,7 +160,7 @@ class Experiment(Generic[C]):
     loads_model: bool = True
     default_models: tuple[str, ...] = ()
     # model-dependent defaults and the tokens of a unit (see the module docstring)
-    defaults: Callable[..., Defaults] | None = None
+    defaults: Callable[[ModelInfo, C, frozenset[str], bool], Defaults] | None = None
     work: Callable[[C, Unit], list[Work]] | None = None
 
     @functools.cached_property

@@ -24,7 +24,7 @@ MARK_BEGIN = "<!-- begin: ctxlens experiments --markdown -->"
 MARK_END = "<!-- end: ctxlens experiments --markdown -->"
 
 
-def type_name(typ) -> str:
+def type_name(typ: object) -> str:
     """How an option's type reads on the command line: ``list[int]``, ``float | None``, ``a|b``."""
     origin, args = typing.get_origin(typ), typing.get_args(typ)
     if origin is typing.Literal:

@@ -52,6 +52,7 @@ from ctxlens.probes.tasks import UNPROVEN
 from ctxlens.tasks.base import TooShort
 
 if typing.TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
 Task = typing.Literal["passkey", "perplexity"]
@@ -116,7 +117,7 @@ def detection_options(config: Config) -> common.HeadOptions:
                                  "lengths": [config.detect_length] if config.detect_length else config.lengths})
 
 
-def masking(lm: LM, heads: list[tuple[int, int]]):
+def masking(lm: LM, heads: list[tuple[int, int]]) -> contextlib.AbstractContextManager[None]:
     """Context manager: ``heads`` output zero (before the output projection) inside the block."""
     return lm.mask_heads(as_mask(heads)) if heads else contextlib.nullcontext()
 
@@ -159,7 +160,7 @@ def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return [{**row, **extra} for row in rows]
 
 
-def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+def defaults(info: ModelInfo, config: Config, given: frozenset[str], extrapolate: bool) -> Defaults:
     """The passkey wording by origin, lengths around and heads detected at the training length."""
     values: dict = {}
     notes = []

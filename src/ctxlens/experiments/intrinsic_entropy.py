@@ -78,6 +78,7 @@ from ctxlens.probes.source import LengthSweepOptions
 from ctxlens.probes.visible import iter_last_states, next_token_nll, samples, uses_bos, with_bos
 
 if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
 
@@ -276,7 +277,7 @@ MIN_SAMPLES = 512
 SAMPLES_PER_FEATURE = 2  # d / n <= 1/2
 
 
-def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+def defaults(info: ModelInfo, config: Config, given: frozenset[str], extrapolate: bool) -> Defaults:
     """Samples by feature width, lengths within the positions (see the module docstring)."""
     values: dict = {}
     if "n_samples" not in given and info.d_model:

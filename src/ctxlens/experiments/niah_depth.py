@@ -26,6 +26,7 @@ from ctxlens.tasks import get_task
 from ctxlens.tasks.base import TooShort
 
 if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
 
@@ -60,7 +61,7 @@ def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return rows_for(lm, config, cache, batch)
 
 
-def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+def defaults(info: ModelInfo, config: Config, given: frozenset[str], extrapolate: bool) -> Defaults:
     """The training length T and 2T (Tables 2-3), or T/2 and T when 2T is beyond the positions."""
     trained = info.train_length
     if "lengths" in given or not trained:

@@ -49,8 +49,9 @@ import math
 import time
 import typing
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 
@@ -74,7 +75,7 @@ from ctxlens.data.sparse_parity import SparseParity
 from ctxlens.experiments.base import DemoStep, Experiment, Smoke, summary
 from ctxlens.experiments.columns import FLAG, SEED, declare
 from ctxlens.experiments.registry import register
-from ctxlens.zoo.trainer import TrainConfig, train
+from ctxlens.zoo.trainer import Batch, TrainConfig, train
 
 MODELS = ("parity-mlp", "parity-transformer")
 GRIDS = {  # training-set sizes, visible context lengths, seeds
@@ -134,9 +135,11 @@ def plan(config: Config) -> list[Unit]:
     return [{"n_train": n, "ctl": c, "seed": s} for n in config.sizes for c in config.lengths for s in config.seeds]
 
 
-def build(spec: str, ds: SparseParity, ctl: int, hidden: int, seed: int):
+def build(spec: str, ds: SparseParity, ctl: int, hidden: int,
+          seed: int) -> tuple[torch.nn.Module, Callable[[Any, Batch], torch.Tensor]]:
     """(model, loss_fn) for a model spec, freshly initialised with ``seed``; loss_fn(model, batch)
-    is the label's mean CE (nats) with batch input_ids / targets LongTensor[n, L+1]."""
+    is the label's mean CE (nats) with batch input_ids / targets LongTensor[n, L+1] (loss_fn takes the
+    model it came with: a ``ParityMLP`` or a transformers Llama, hence ``Any`` for its first argument)."""
     torch.manual_seed(seed)
     if spec == "parity-mlp":
         from ctxlens.zoo.parity_mlp import ParityMLP
@@ -150,7 +153,8 @@ def build(spec: str, ds: SparseParity, ctl: int, hidden: int, seed: int):
     raise CtxlensError(f"Unknown model {spec!r} for optimal-context; choose one of: {', '.join(MODELS)}.")
 
 
-def epoch_batches(data: dict[str, torch.Tensor], batch: int, seed: int):
+def epoch_batches(data: dict[str, torch.Tensor], batch: int,
+                  seed: int) -> tuple[Callable[[int], dict[str, torch.Tensor]], int]:
     """(batches, steps_per_epoch): ``batches(step)`` walks a fixed set in epochs, each a seeded
     permutation of every sample once. data: input_ids / targets LongTensor[n, L+1]."""
     n = data["input_ids"].shape[0]
@@ -198,7 +202,7 @@ def run(lm: str, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return [{
         "bayes_risk": ds.bayes_risk(ctl),
         "best_val_loss": res.best_val if finite else None,
-        "best_epoch": res.best_step // per_epoch if finite else None,
+        "best_epoch": res.best_step // per_epoch if finite and res.best_step is not None else None,
         "best_step": res.best_step if finite else None,
         "epochs": res.steps // per_epoch,
         "steps": res.steps,

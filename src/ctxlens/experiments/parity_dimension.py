@@ -37,6 +37,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Annotated
@@ -173,7 +174,7 @@ def _train(model: ParityMLP, ds: SparseParity, config: Config) -> None:
 
 
 @contextmanager
-def _threads(n: int):
+def _threads(n: int) -> Iterator[None]:
     """Run with ``n`` torch CPU threads, then restore the previous count."""
     before = torch.get_num_threads()
     torch.set_num_threads(n)

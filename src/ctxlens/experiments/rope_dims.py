@@ -62,7 +62,7 @@ def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
         for sample in range(len(ids)):
             m, n = sample_pairs(length, config.n_pairs, g)
 
-            def per_layer(view: LayerQK, m=m, n=n) -> None:
+            def per_layer(view: LayerQK, m: torch.Tensor = m, n: torch.Tensor = n) -> None:  # m, n: [n_pairs]
                 keys = n.to(view.q.device)[None, :, None].expand(view.n_heads, -1, 1)  # [H, n_pairs, 1]
                 pairs = view.pair_contributions(m.to(view.q.device), keys)[:, :, 0]  # [H, n_pairs, P]
                 counts[layers.index(view.layer), :, :pairs.shape[-1]] += top_pair_counts(pairs, top_k[view.layer]).cpu()

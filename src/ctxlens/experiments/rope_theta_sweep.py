@@ -44,6 +44,7 @@ from ctxlens.probes.passkey import RULER_BUDGET, needle_accuracy, ruler_needle_a
 from ctxlens.probes.perplexity import suffix_perplexity
 
 if typing.TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
 
@@ -121,7 +122,7 @@ def _accs(lm: LM, config: Config, length: int, cache: Cache) -> list[Row]:
             for stream in config.streams for layer in layers]
 
 
-def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+def defaults(info: ModelInfo, config: Config, given: frozenset[str], extrapolate: bool) -> Defaults:
     """The needle in the zoo's wording on a zoo model, in RULER's on any other."""
     if "needle_style" in given:
         return Defaults()

@@ -29,6 +29,7 @@ from ctxlens.tasks.base import TooShort
 from ctxlens.tasks.scoring import THRESHOLD
 
 if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
 
@@ -59,7 +60,7 @@ def run(lm: LM, config: Config, unit: Unit, cache: Cache) -> list[Row]:
     return rows_for(lm, config, cache, batch)
 
 
-def defaults(info, config: Config, given: frozenset, extrapolate: bool) -> Defaults:
+def defaults(info: ModelInfo, config: Config, given: frozenset[str], extrapolate: bool) -> Defaults:
     """RULER's lengths that the model's positions allow (see the module docstring)."""
     if "lengths" in given:
         return Defaults()

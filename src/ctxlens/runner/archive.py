@@ -69,7 +69,7 @@ class _no_writer:
         self.paths = [directory / lock_name(rank) for rank in ranks]
         self.fds: list[int] = []
 
-    def __enter__(self):
+    def __enter__(self) -> _no_writer:
         try:
             for path in self.paths:
                 self.fds.append(try_lock(path, fcntl.LOCK_EX, os.O_RDWR | os.O_CREAT))
@@ -78,7 +78,7 @@ class _no_writer:
             raise
         return self
 
-    def __exit__(self, *_exc) -> None:
+    def __exit__(self, *_exc: object) -> None:
         while self.fds:
             os.close(self.fds.pop())
 

@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 from ctxlens.core import progress as progress_channel
 from ctxlens.core.columns import check_rows
 from ctxlens.core.errors import CtxlensError
-from ctxlens.core.units import Cache
+from ctxlens.core.units import Cache, Row, Unit
 from ctxlens.experiments.base import Experiment, make_config
 from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm.specs import Resolved, resolved
@@ -59,16 +59,24 @@ from ctxlens.runner.store import RunStore, committed_units, log_names
 from ctxlens.runner.writer import COMPARE_KEYS, FinishedRun, RunResult, RunWriter
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from ctxlens.lm.info import ModelInfo
     from ctxlens.lm.model import LM
 
+# one model of a run, as ``_plan_models`` plans it: (spec, where it resolved, plan, its units this process owns,
+# those not yet committed)
+_Planned = tuple[str, Resolved | None, plans.ModelPlan, list[Unit], list[Unit]]
 
-def run_config(experiment: str, models: Sequence[str], options: dict, model_options: dict) -> dict:
+
+def run_config(experiment: str, models: Sequence[str], options: dict[str, object],
+               model_options: dict[str, object]) -> dict[str, object]:
     """The dict written to ``config.yaml`` (and read back by ``--config``)."""
     return {"experiment": experiment, "models": list(models), "options": dict(options),
             "model_options": dict(model_options)}
 
 
-def _same_options(out: Path, exp, config) -> None:
+def _same_options(out: Path, exp: Experiment, config: DataclassInstance) -> None:
     """Raise if ``out`` holds a run of ``exp`` whose options, parsed, differ from ``config``: values
     compare as parsed ('0256' and 256 are one length; an option left at its default equals it
     given), so runs that stored the command line's strings resume as before."""
@@ -110,8 +118,8 @@ def _same_weights(out: Path, spec: str, lm: LM) -> str:
     return now
 
 
-def _ready(exp, spec: str, load_options: dict, model_options: dict, loaded: dict,
-           where: Resolved | None = None) -> tuple[LM | str, dict]:
+def _ready(exp: Experiment, spec: str, load_options: dict[str, Any], model_options: dict[str, Any],
+           loaded: dict[str, LM], where: Resolved | None = None) -> tuple[LM | str, Row]:
     """(model, columns for its rows): ``spec`` loaded (or taken from ``loaded``; from ``where``, the spec
     resolved by ``_plan_models``, when it is given), checked against the experiment's needs and prepared,
     with what ``prepare`` changed; the spec itself for experiments that build their own."""
@@ -129,12 +137,12 @@ def run(
     experiment: str,
     models: Sequence[str],
     out: str | Path,
-    options: dict | None = None,
-    model_options: dict | None = None,
+    options: dict[str, object] | None = None,
+    model_options: dict[str, Any] | None = None,
     progress: bool = True,
     announce: bool | None = None,
-    loaded: dict | None = None,
-    meta: dict | None = None,
+    loaded: dict[str, LM] | None = None,
+    meta: dict[str, object] | None = None,
     max_hours: float | None = None,
 ) -> RunResult:
     """Run ``experiment`` with ``options`` on each model spec into ``out``; returns the store (a
@@ -198,16 +206,16 @@ class _Job:
 
     #: the experiment, its parsed config, and the options as stored (parsed, under their names)
     exp: Experiment
-    config: Any
-    options: dict
+    config: DataclassInstance
+    options: dict[str, object]
     #: the models in their order, the run directory, and this process's share of the units
     models: list[str]
     out: Path
     shard: dist.Shard
     #: the options passed to ``load``, every model option parsed, and the models already loaded ({spec: LM})
-    load_options: dict
-    model_options: dict
-    loaded: dict
+    load_options: dict[str, Any]
+    model_options: dict[str, Any]
+    loaded: dict[str, LM]
     #: what is shown (the progress bars and meters, each model's plan) and the longest estimate allowed
     progress: bool
     announce: bool
@@ -219,7 +227,7 @@ class _Job:
         return bool(self.model_options.get("allow_extrapolation"))
 
 
-def _plan_models(job: _Job) -> list[tuple]:
+def _plan_models(job: _Job) -> list[_Planned]:
     """(spec, where it resolved, plan, its units this process owns, those not yet committed) per model,
     each model's lengths checked against its positions from its config (``preflight.check_lengths``):
     all before any model loads. Each spec is resolved at most once here (``_where``; a loaded model
@@ -228,8 +236,9 @@ def _plan_models(job: _Job) -> list[tuple]:
     done = committed_units(job.out)
     before = read_config(job.out) or {}
     recorded, listed_before = before.get("resolved") or {}, before.get("models") or []
-    read_options = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
-    index, planned = 0, []
+    read_options: dict[str, Any] = {k: load_options[k] for k in ("trust_remote_code", "revision") if k in load_options}
+    index = 0
+    planned: list[_Planned] = []
     for spec in job.models:
         where = getattr(loaded.get(spec), "resolved", None)  # a loaded model's own; None: not resolved yet
         if where is None and exp.defaults is not None and spec not in recorded and spec not in listed_before:
@@ -258,7 +267,7 @@ def _where(spec: str) -> Resolved | None:
         return None
 
 
-def _config_info(where: Resolved | None, read_options: dict):
+def _config_info(where: Resolved | None, read_options: dict[str, Any]) -> ModelInfo | None:
     """The ModelInfo of the model resolved to ``where`` from its config, or None when it did not resolve
     or the config cannot be read here (then the load says why, and the model checks its lengths as it runs)."""
     from ctxlens.lm.info import read_info
@@ -320,7 +329,7 @@ def _run_models(job: _Job, writer: RunWriter) -> RunResult:
     return store
 
 
-def _announce(job: _Job, mp, lm: LM | str, todo, n_units) -> None:
+def _announce(job: _Job, mp: plans.ModelPlan, lm: LM | str, todo: Sequence[Unit], n_units: int) -> None:
     """With ``job.announce``, the plan to stderr (before any forward), then the estimate from a
     throughput probe at the plan's lengths; with ``job.max_hours``, a plan estimated longer is
     refused here, before any unit."""

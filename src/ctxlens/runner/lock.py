@@ -77,7 +77,7 @@ class WriterLock:
             del _HELD[self.path]
             os.close(entry[0])  # closing the last descriptor drops the flock
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.release()
         except Exception:  # interpreter shutdown

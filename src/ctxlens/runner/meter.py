@@ -5,6 +5,7 @@ layer runs (``count_tokens``), so a long prefill shows its progress as it goes."
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -15,10 +16,14 @@ from ctxlens.core.units import Unit
 from ctxlens.runner import plans
 
 if TYPE_CHECKING:
+    import torch
+    from _typeshed import DataclassInstance
+
+    from ctxlens.experiments.base import Experiment
     from ctxlens.lm.model import LM
 
 
-def unit_meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
+def unit_meter(exp: Experiment, config: DataclassInstance, unit: Unit, label: str) -> progress_channel.Meter:
     """The unit's token meter: its total from the experiment's ``work`` hook (None: not known)."""
     works = plans.unit_work(exp, config, unit)
     total = sum(w.prompt_tokens + w.new_tokens for w in works) if works else None
@@ -26,7 +31,7 @@ def unit_meter(exp, config, unit: Unit, label: str) -> progress_channel.Meter:
 
 
 @contextmanager
-def count_tokens(lm: LM | None):
+def count_tokens(lm: LM | None) -> Iterator[None]:
     """Count the tokens every forward of ``lm`` runs into the current unit's meter: the input
     embedding sees ``[B, L]`` ids per call (one call per generated token), and each of the
     ``n_layers`` decoder layers then adds ``B * L / n_layers``, so a long prefill (one forward)
@@ -36,7 +41,7 @@ def count_tokens(lm: LM | None):
     layers = list(getattr(lm, "layers", None) or [])
     share = [0.0]  # the tokens of the forward in flight, per layer
 
-    def embedded(_m, args, _out) -> None:
+    def embedded(_m: torch.nn.Module, args: tuple[object, ...], _out: object) -> None:
         n = int(args[0].numel()) if args and hasattr(args[0], "numel") else 0
         if layers:
             share[0] = n / len(layers)

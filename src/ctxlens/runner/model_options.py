@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctxlens.core.errors import CtxlensError, clip
+from ctxlens.core.units import Row
 from ctxlens.experiments.base import make_config
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class ModelOptions:
 _UNTYPED = ("device_map", "rope_scaling")
 
 
-def parse_model_options(raw: dict) -> dict:
+def parse_model_options(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` checked and typed against ``ModelOptions`` (plus the two structured options);
     keys left unset are dropped."""
     typed = make_config(ModelOptions, {k: v for k, v in raw.items() if v is not None and k not in _UNTYPED})
@@ -53,7 +54,7 @@ def parse_model_options(raw: dict) -> dict:
     return parsed
 
 
-def check_rope_scaling(scaling) -> None:
+def check_rope_scaling(scaling: object) -> None:
     """Raise unless ``scaling`` is None or a {name: value} mapping whose numbers are finite and whose
     ``factor`` is a positive number (a NaN factor once made every row null)."""
     import math
@@ -79,7 +80,7 @@ def check_rope_scaling(scaling) -> None:
 _DEVICE = re.compile(r"(cpu|mps|cuda|xpu)(:[0-9]{1,3})?")
 
 
-def check_device(device, what: str = "--device") -> None:
+def check_device(device: object, what: str = "--device") -> None:
     """Raise, before any model loads, unless ``device`` (a string or a device index) names a device
     this machine has: cpu, cuda / cuda:N with N below the GPU count, mps, xpu; never meta."""
     if device is None:
@@ -101,7 +102,7 @@ def check_device(device, what: str = "--device") -> None:
         raise CtxlensError(f"{what} xpu: this machine has no Intel GPU; pass {what} cpu.")
 
 
-def check_device_map(device_map) -> None:
+def check_device_map(device_map: object) -> None:
     """Raise unless every device a device map names (a device string, or the values of a
     {module: device} mapping, given as JSON or a dict) is one this machine has ("disk" aside)."""
     from ctxlens.core import yaml_safe
@@ -117,11 +118,11 @@ def check_device_map(device_map) -> None:
         check_device(device_map, "--device-map")
 
 
-def prepare(lm: LM, model_options: dict) -> dict:
+def prepare(lm: LM, model_options: dict[str, Any]) -> Row:
     """Apply the model options that change a loaded model; returns the RoPE change as columns
     (``{"rope_changed": {layer type or "all": new parameters}}``, empty when none)."""
     theta, scaling, layers = (model_options.get(k) for k in ("rope_theta", "rope_scaling", "rope_layers"))
-    changed = {}
+    changed: Row = {}
     if theta is not None or scaling is not None:
         params = lm.set_rope(theta=theta, scaling=scaling, layers=layers)
         per_type = all(isinstance(v, dict) for v in params.values())
@@ -136,7 +137,7 @@ def prepare(lm: LM, model_options: dict) -> dict:
     return changed
 
 
-def extrapolating(model_options: dict) -> bool:
+def extrapolating(model_options: dict[str, object]) -> bool:
     """Whether lengths beyond the positions are allowed: --allow-extrapolation, or a changed RoPE
     (``LM.set_rope`` allows them, as ``prepare`` applies it)."""
     return any(model_options.get(k) is not None and model_options.get(k) is not False

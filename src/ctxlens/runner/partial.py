@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ctxlens.core import files
@@ -50,7 +51,7 @@ class PartialUnit:
     """The checkpoint (``ctxlens.core.progress.Checkpoint``) of one unit; ``opener`` opens the
     run's store (and takes its lock) before the first write."""
 
-    def __init__(self, directory: Path, unit_key: str, fingerprint: str, opener):
+    def __init__(self, directory: Path, unit_key: str, fingerprint: str, opener: Callable[[], object]):
         self.path, self.opener = path_for(directory, unit_key), opener
         self.header = {"ctxlens_partial": 1, "unit": unit_key, "fingerprint": fingerprint}
         self.entries: dict[str, str] | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ctxlens.core.progress import duration
 from ctxlens.core.units import Unit
@@ -22,6 +23,9 @@ from ctxlens.experiments.base import Experiment, Work, make_config
 from ctxlens.lm.info import ModelInfo, read_info
 from ctxlens.lm.specs import Resolved
 from ctxlens.probes.throughput import Throughput
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # an experiment's Config instance (its class known to the experiment)
 
 SAMPLE_COUNTS = ("n_samples", "n_sequences", "n_windows")  # the fallback's sequences per unit
 SAMPLE_KEYS = ("sample", "window", "sequence")  # a unit with one of these is one sample (token-loss)
@@ -32,14 +36,15 @@ class ModelPlan:
     """The experiment's config for one model (its defaults filled), what was filled, and why."""
 
     spec: str
-    config: object
-    filled: dict
+    config: DataclassInstance
+    filled: dict[str, object]
     notes: tuple[str, ...] = ()
     info: ModelInfo | None = None
 
 
-def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict, listed: Sequence[str],
-              extrapolate: bool, read_options: dict | None = None, where: Resolved | None = None) -> ModelPlan:
+def for_model(exp: Experiment, options: dict[str, object], config: DataclassInstance, spec: str,
+              recorded: dict[str, object], listed: Sequence[str], extrapolate: bool,
+              read_options: dict[str, Any] | None = None, where: Resolved | None = None) -> ModelPlan:
     """The plan config of ``spec``: ``config`` with the model's defaults for options not in
     ``options`` (the user's), from ``recorded`` (config.yaml's ``resolved``) when the run holds
     them, kept as declared for a model ``listed`` before records existed, else from its config
@@ -63,7 +68,7 @@ def for_model(exp: Experiment, options: dict, config, spec: str, recorded: dict,
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,199}")
 
 
-def _plain_values(filled, spec: str) -> dict:
+def _plain_values(filled: object, spec: str) -> dict[str, object]:
     """config.yaml's recorded options of ``spec``, checked as data: a mapping of option names to
     numbers, booleans or plain names (lists of them), so a run directory from someone else cannot
     choose a path or any other value a model's defaults never give (issue 32 part 1)."""
@@ -81,15 +86,15 @@ def _plain_values(filled, spec: str) -> dict:
     return dict(filled or {})
 
 
-def _with(exp: Experiment, options: dict, filled: dict):
+def _with(exp: Experiment, options: dict[str, object], filled: dict[str, object]) -> DataclassInstance:
     return make_config(exp.Config, {**options, **filled})
 
 
-def _show(values: dict) -> str:
+def _show(values: dict[str, object]) -> str:
     return "; ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in values.items())
 
 
-def unit_work(exp: Experiment, config, unit: Unit) -> list[Work] | None:
+def unit_work(exp: Experiment, config: DataclassInstance, unit: Unit) -> list[Work] | None:
     """The tokens ``unit`` processes: the experiment's ``work`` hook, else one forward of the unit's
     ``length`` per sample of the config (one, when the unit is itself one sample: it names its
     ``sample`` index), else None (not known)."""
@@ -126,7 +131,16 @@ def describe(exp: Experiment, plan: ModelPlan, info: ModelInfo | None, todo: Seq
     return lines
 
 
-def probe_shape(exp: Experiment, config, todo: Sequence[Unit]) -> dict:
+class ProbeShape(TypedDict, total=False):
+    """``measure``'s keywords for a plan (``probe_shape``): all of them, or none."""
+
+    lengths: list[int]
+    batch: int
+    decode: bool
+    pairs: bool
+
+
+def probe_shape(exp: Experiment, config: DataclassInstance, todo: Sequence[Unit]) -> ProbeShape:
     """What the throughput probe times for this plan (``measure``'s ``lengths`` and ``batch``): the
     prompt lengths its units forward and the batch it decodes at; {} when it states no tokens."""
     works = [w for u in todo for w in unit_work(exp, config, u) or []]
@@ -137,7 +151,8 @@ def probe_shape(exp: Experiment, config, todo: Sequence[Unit]) -> dict:
             "decode": bool(decoding), "pairs": any(w.pairs for w in works)}
 
 
-def estimate_seconds(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> float | None:
+def estimate_seconds(exp: Experiment, config: DataclassInstance, todo: Sequence[Unit],
+                     speed: Throughput) -> float | None:
     """The estimated seconds of ``todo``: each unit's forwards at the probe's per-token cost for
     their length, plus its decoding steps at the probe's pace and its (query, key) pairs at the
     probe's cost per pair; None when no unit states its tokens."""
@@ -153,7 +168,7 @@ def work_seconds(work: Work, speed: Throughput) -> float:
             + speed.pair_seconds(work.pairs))
 
 
-def estimate(exp: Experiment, config, todo: Sequence[Unit], speed: Throughput) -> str:
+def estimate(exp: Experiment, config: DataclassInstance, todo: Sequence[Unit], speed: Throughput) -> str:
     """One line: the estimated time of ``todo`` at the probe's pace."""
     works = [unit_work(exp, config, u) for u in todo]  # each unit's work once, for the time and the wording
     known = [w for ws in works if ws is not None for w in ws]

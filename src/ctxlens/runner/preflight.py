@@ -14,15 +14,21 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxlens.core.errors import CtxlensError, clip, unknown
 from ctxlens.core.units import Unit
 from ctxlens.experiments.base import Experiment, make_config
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from ctxlens.lm.info import ModelInfo
+
 TASK_FILES = ("squad", "hotpotqa")  # "builtin" or a local file / folder
 
 
-def check(experiment: str | Experiment, options: dict):
+def check(experiment: str | Experiment, options: dict[str, object]) -> DataclassInstance:
     """The experiment's config from ``options``, after every check that needs no model: option
     names and types (``make_config``), then the values read only at run time (``check_values``)."""
     from ctxlens.experiments.registry import get_experiment
@@ -33,7 +39,7 @@ def check(experiment: str | Experiment, options: dict):
     return config
 
 
-def check_values(config) -> None:
+def check_values(config: DataclassInstance) -> None:
     """Raise, before any model loads, on an option value a unit would refuse only once it runs:
     a text source (``source``, ``*_source``) that does not exist, an unknown needle ``placement``,
     a missing task data file, a generation ``backend`` that cannot start here."""
@@ -67,7 +73,7 @@ def _check_source(name: str, spec: str) -> None:
         raise CtxlensError(f"--{name.replace('_', '-')}: {err}") from None
 
 
-def _check_task_file(name: str, value) -> None:
+def _check_task_file(name: str, value: object) -> None:
     if isinstance(value, str) and value != "builtin" and not Path(value).expanduser().exists():
         raise CtxlensError(f"--{name.replace('_', '-')} {clip(value)} does not exist; give an existing file or "
                            "folder, or builtin.")
@@ -77,7 +83,7 @@ def _check_task_file(name: str, value) -> None:
                            "socket); give a file.")
 
 
-def _check_backend(config) -> None:
+def _check_backend(config: DataclassInstance) -> None:
     backend = getattr(config, "backend", None)
     if backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise CtxlensError("The vllm backend needs the vllm package, which is not installed; install it on a GPU "
@@ -86,7 +92,7 @@ def _check_backend(config) -> None:
         raise CtxlensError("The openai backend needs --api-base, e.g. http://localhost:8000/v1.")
 
 
-def planned_lengths(config, units: Iterable[Unit]) -> list[int]:
+def planned_lengths(config: DataclassInstance, units: Iterable[Unit]) -> list[int]:
     """The lengths a plan asks for: its units' ``length`` (the length the user gave, not a prompt
     length less a generation budget), else the config's ``lengths``."""
     found = {u["length"] for u in units if isinstance(u.get("length"), int) and not isinstance(u["length"], bool)}
@@ -96,7 +102,7 @@ def planned_lengths(config, units: Iterable[Unit]) -> list[int]:
     return sorted(found)
 
 
-def check_lengths(spec: str, info, lengths: Iterable[int], extrapolate: bool) -> None:
+def check_lengths(spec: str, info: ModelInfo | None, lengths: Iterable[int], extrapolate: bool) -> None:
     """Raise, from the model's config alone, when a length asked for exceeds what ``info``'s
     positions allow (``ModelInfo.allows``): one sentence naming the length, the limit and the fix."""
     if info is None or info.max_positions is None:

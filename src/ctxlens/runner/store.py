@@ -75,7 +75,7 @@ from ctxlens.runner.lock import WriterLock
 from ctxlens.runner.rundir import check_config, check_ours, read_config
 
 
-def _clean(value):
+def _clean(value: object) -> object:
     """Turn numpy/torch scalars into Python scalars and non-finite floats into None."""
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
@@ -88,7 +88,7 @@ def _clean(value):
     return value
 
 
-def _dumps_line(obj) -> bytes:
+def _dumps_line(obj: object) -> bytes:
     return (json.dumps(_clean(obj), allow_nan=False, separators=(",", ":")) + "\n").encode()
 
 

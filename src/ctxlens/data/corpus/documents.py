@@ -201,7 +201,8 @@ def _document(rng: random.Random, min_bytes: int, max_bytes: int) -> Document:
     return Document(out.text, tuple(facts), tuple(spans), people)
 
 
-def _state_fact(rng, out: _Writer, keys, pending, facts, target: int) -> None:
+def _state_fact(rng: random.Random, out: _Writer, keys: list[str], pending: list[_Pending], facts: list[Fact],
+                target: int) -> None:
     """State a new fact and schedule its ask: near (60%), far (25%, if room) or never."""
     key = new_key(rng, keys, numeric=False)
     value = value_for(rng, key)

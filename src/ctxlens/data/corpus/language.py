@@ -10,6 +10,7 @@ tuples, so every ``rng.choice`` over them is reproducible.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 # --------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ def _name(rng: random.Random, syllables: int, end: tuple[str, ...] = (), *,
     return word.capitalize()
 
 
-def unique(rng: random.Random, make, taken: list[str]) -> str:
+def unique(rng: random.Random, make: Callable[[random.Random], str], taken: list[str]) -> str:
     while True:
         word = make(rng)
         if word not in taken:
