@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ctxlens.core.options import make_config
 from ctxlens.core.progress import duration
@@ -51,7 +52,13 @@ from ctxlens.experiments.registry import get_experiment
 from ctxlens.lm.info import ModelInfo
 from ctxlens.probes.throughput import Throughput
 from ctxlens.profile.suite import Part, Size
+from ctxlens.profile.types import Options
 from ctxlens.runner import plans
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance  # an experiment's Config instance
+
+    from ctxlens.experiments.base import Experiment
 
 TARGET = 0.85  # share of the available time the plan fills: the rest absorbs a busy machine
 LENGTH_SHARE = 0.5  # the smallest suite at L may take at most this share of the time
@@ -70,8 +77,8 @@ class Planned:
 
     name: str
     experiment: str
-    options: dict
-    model_options: dict
+    options: Options
+    model_options: dict[str, bool]
     units: int
     tokens: int
     seconds: float
@@ -93,7 +100,7 @@ class Fit:
         return sum(p.seconds for p in self.parts)
 
 
-def configured(part: Part, size: Size, info: ModelInfo):
+def configured(part: Part, size: Size, info: ModelInfo) -> tuple[Experiment, Options, DataclassInstance]:
     """(experiment, options, config with the model's defaults filled) of ``part`` at ``size``."""
     exp = get_experiment(part.experiment)
     options = size.options(part, info)
@@ -139,7 +146,8 @@ def _fits(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, sec
     return sum(each) <= seconds and not (len(parts) > 1 and max(each) > _part_cap(seconds))
 
 
-def _too_long(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow) -> list[Part]:
+def _too_long(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float,
+              slow: Slow) -> list[Part]:
     """The parts that alone take more than ``_part_cap(seconds)`` at ``size`` (none when alone)."""
     if len(parts) < 2:
         return []
@@ -158,8 +166,8 @@ def profile_length(info: ModelInfo) -> int:
     return info.train_length or info.max_positions or DEFAULT_LENGTH
 
 
-def _cut(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, left_out: dict,
-         notes: list) -> tuple[list[Part], Size]:
+def _cut(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float, slow: Slow,
+         left_out: dict[str, str], notes: list[str]) -> tuple[list[Part], Size]:
     """Reduce, then drop, parts until the smallest suite fits ``seconds``; then take back, in
     drop order, the dropped parts that fit the room left."""
     everyone, parts = list(parts), list(parts)
@@ -217,7 +225,8 @@ def _to_decide(part: Part, size: Size, info: ModelInfo, speed: Throughput, slow:
     return "to decide, " + "; ".join(says) + "; " if says else ""
 
 
-def _scale(parts: list[Part], size: Size, info, speed, seconds: float, slow: Slow, top: float) -> Size:
+def _scale(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, seconds: float, slow: Slow,
+           top: float) -> Size:
     """``size`` with the largest scale <= ``top`` whose suite fits ``seconds`` (``_fits``)."""
     if _fits(parts, dataclasses.replace(size, scale=top), info, speed, seconds, slow):
         return dataclasses.replace(size, scale=top)
@@ -258,7 +267,8 @@ def fit(parts: list[Part], info: ModelInfo, speed: Throughput, seconds: float, t
     return Fit(size, [plan_part(p, size, info, speed) for p in kept], left_out, notes)
 
 
-def _decide(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, goal: float, notes: list) -> Size:
+def _decide(parts: list[Part], size: Size, info: ModelInfo, speed: Throughput, goal: float,
+            notes: list[str]) -> Size:
     """Step 3: each part whose lines need a known n raised to it (or, for the needle rounds, their time
     reserved), the decision adding the fewest seconds first, while the suite at ``size`` fits ``goal``."""
     from ctxlens.profile.power import a_priori

@@ -19,7 +19,8 @@ This module checks the input, holds the lock and plans each model; the steps liv
 ``planning`` (the probe's re-timings, a part's record, the printed plan), ``parts`` (running the
 parts and the rounds), ``pacing`` (spent against planned, the needle rounds' reserve, the refit),
 ``resume`` (recovered time, ``--redo``, superseded runs), ``provenance`` (what the parts measure
-with), ``record`` (``profile.json`` read, checked and written), ``context`` (what every step gets).
+with), ``record`` (``profile.json`` read, checked and written; its shapes as ``TypedDict``s in ``types``),
+``context`` (what every step gets).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import dataclasses
 import math
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.record as records
@@ -57,10 +59,14 @@ from ctxlens.profile.provenance import provenance, same_setup
 from ctxlens.profile.record import read_record, write
 from ctxlens.profile.suite import MIN_TASK_LENGTH as MIN_LENGTH  # a shorter L cannot hold a RULER prompt
 from ctxlens.profile.suite import PARTS, skip_reason
+from ctxlens.profile.types import InfoRecord, ModelState, ProfileRecord, ThroughputRecord
 
 if TYPE_CHECKING:
     from ctxlens.lm.info import ModelInfo
+    from ctxlens.lm.model import LM
     from ctxlens.lm.specs import Resolved
+    from ctxlens.probes.throughput import Throughput
+    from ctxlens.runner.lock import WriterLock
 
 LOCK = ".ctxlens-profile-lock"  # one profile writes an --out at a time (ctxlens.runner.lock)
 MAX_MINUTES = 7 * 24 * 60  # --budget: a week per model; larger values overflowed the top-up's sample count
@@ -74,8 +80,8 @@ def label(spec: str) -> str:
 
 
 def check(models: list[str], minutes: float, out: Path, length: int | None = None, redo: tuple[str, ...] = (),
-          source: str = NATURAL) -> dict:
-    """Raise for bad input before anything is written; returns the record already in ``out``."""
+          source: str = NATURAL) -> ProfileRecord | None:
+    """Raise for bad input before anything is written; returns the record already in ``out`` (None: none)."""
     if not models:
         raise CtxlensError("No model given; pass one or more model specs, e.g. `ctxlens profile ref:smollm2-135m`.")
     if not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or not 0 < minutes <= MAX_MINUTES:
@@ -104,7 +110,7 @@ def check(models: list[str], minutes: float, out: Path, length: int | None = Non
     return old
 
 
-def _check_redo(models: list[str], redo: tuple[str, ...], out: Path, old: dict) -> None:
+def _check_redo(models: list[str], redo: tuple[str, ...], out: Path, old: ProfileRecord | None) -> None:
     """``redo``: names of the suite's parts, for models whose plan ``out`` already holds."""
     from ctxlens.core.errors import unknown
 
@@ -112,7 +118,7 @@ def _check_redo(models: list[str], redo: tuple[str, ...], out: Path, old: dict) 
         if name not in {p.name for p in PARTS}:
             raise unknown("profile part", name, [p.name for p in PARTS])
     for spec in models if redo else []:
-        if "parts" not in ((old.get("models") or {}).get(spec) or {}):
+        if "parts" not in ((old["models"] if old else {}).get(spec) or {}):
             raise CtxlensError(f"--redo brings parts of an existing profile up to date, but {out} holds no plan for "
                                f"{spec}; run the profile without --redo first.")
 
@@ -122,14 +128,16 @@ class Profiled:
     """What a profile wrote: its run directories (``dirs``), the record, and the parts that failed."""
 
     dirs: list[Path]
-    record: dict
+    record: ProfileRecord
     failed: int
 
 
 
 def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens-profile",
-            model_options: dict | None = None, progress: bool = True, *, length: int | None = None,
-            redo: tuple[str, ...] = (), clock=time.monotonic, probe=None, runner=None, plan_only: bool = False,
+            model_options: dict[str, Any] | None = None, progress: bool = True, *, length: int | None = None,
+            redo: tuple[str, ...] = (), clock: Callable[[], float] = time.monotonic,
+            probe: Callable[[LM], Throughput] | None = None, runner: Callable[..., object] | None = None,
+            plan_only: bool = False,
             decide: float = 0.0, source: str = NATURAL) -> Profiled:
     """Profile each model of ``models`` in ``minutes`` each into ``out`` (see the module docstring).
     ``length``: L for every model (default: the training length, capped by the budget); ``redo``:
@@ -158,7 +166,8 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     infos = {spec: read_info(where[spec], **read) for spec in models}  # nothing written yet
     if plan_only:
         old = check(models, minutes, out, length, redo, source)
-        record = {"budget_minutes": minutes, "source": source, "models": dict(old.get("models") or {})}
+        record: ProfileRecord = {"budget_minutes": minutes, "source": source,
+                                 "models": dict(old["models"]) if old else {}}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options,
                              {k: model_options[k] for k in LOAD_KEYS if k in model_options}, progress, clock, probe,
                              runner or run, plan_only=True, source=source)
@@ -166,8 +175,9 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
     held = _lock(out)
     try:
         old = check(models, minutes, out, length, redo, source)  # the record read under the lock
-        record = {"budget_minutes": minutes, "source": source, **({"length": length} if length is not None else {}),
-                  "models": dict(old.get("models") or {})}
+        known = dict(old["models"]) if old else {}
+        record = ({"budget_minutes": minutes, "source": source, "length": length, "models": known}
+                  if length is not None else {"budget_minutes": minutes, "source": source, "models": known})
         load_options = {k: model_options[k] for k in LOAD_KEYS if k in model_options}
         ctx = ProfileContext(out, record, minutes * 60, length, redo, model_options, load_options, progress, clock,
                              probe, runner or run, decide=60.0 * decide, source=source)
@@ -186,7 +196,7 @@ def _check_source(source: str) -> None:
         open_source(source)
 
 
-def _lock(out: Path):
+def _lock(out: Path) -> WriterLock:
     """The profile's own lock on ``out`` (a second profile into it is refused, naming the first's process)."""
     from ctxlens.runner.lock import WriterLock
 
@@ -207,13 +217,14 @@ def _profile_all(ctx: ProfileContext, models: list[str], infos: dict[str, ModelI
     labels = _labels(models, record)
     failed = 0
     for spec in models:
-        state = record["models"].get(spec) or {"label": labels[spec], "info": infos[spec].as_dict()}
+        # lm.info's as_dict is an untyped dict: the keys schema.MODEL_INFO declares (tests/test_schema.py)
+        state = record["models"].get(spec) or {"label": labels[spec], "info": cast(InfoRecord, infos[spec].as_dict())}
         record["models"][spec] = state
         failed += _profile_one(ctx, spec, state, where[spec])
     return Profiled(run_dirs(ctx.out, record), record, failed)
 
 
-def _labels(models: list[str], record: dict) -> dict[str, str]:
+def _labels(models: list[str], record: ProfileRecord) -> dict[str, str]:
     taken = {m: s["label"] for m, s in record["models"].items()}
     for spec in models:
         if spec not in taken:
@@ -225,7 +236,7 @@ def _labels(models: list[str], record: dict) -> dict[str, str]:
     return taken
 
 
-def _profile_one(ctx: ProfileContext, spec: str, state: dict, where: Resolved) -> int:
+def _profile_one(ctx: ProfileContext, spec: str, state: ModelState, where: Resolved) -> int:
     """Load ``spec`` (resolved to ``where``: the loaded LM carries it down to the runner, so no part
     resolves it again), plan its suite into ``state`` (its part of the record) unless a resume holds one,
     redo ``ctx.redo``, print the plan and run it; the number of parts that failed."""
@@ -254,12 +265,13 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict, where: Resolved) -
             fit = fitting.fit(keep, info, speed, max(available, 0.0), lm.tokenizer is not None, ctx.length,
                               ctx.source)
             fit.notes.insert(0, note)
-        state.update(throughput=dataclasses.asdict(speed), setup_s=round(clock() - started, 1),
-                     load_average=load_average(),
-                     size=fit.size.as_dict(), notes=fit.notes, skipped=skipped, left_out=dict(fit.left_out),
-                     adjustments=[], parts=[part_record(p, "planned") for p in fit.parts]
-                     + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
-                        for n in fit.left_out])
+        state.update({"throughput": cast(ThroughputRecord, dataclasses.asdict(speed)),  # its fields: the record's
+                      "setup_s": round(clock() - started, 1), "load_average": load_average(),
+                      "size": fit.size.as_dict(), "notes": fit.notes, "skipped": skipped,
+                      "left_out": dict(fit.left_out), "adjustments": [],
+                      "parts": [part_record(p, "planned") for p in fit.parts]
+                      + [{"name": n, "experiment": n, "options": {}, "status": "left out", "planned_s": 0.0}
+                         for n in fit.left_out]})
         state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"]))
         if not ctx.plan_only:
             write(ctx.out, ctx.record)
@@ -275,7 +287,7 @@ def _profile_one(ctx: ProfileContext, spec: str, state: dict, where: Resolved) -
     return run_parts(ctx, spec, lm, state, started, Throughput(**state["throughput"]))
 
 
-def run_dirs(out: Path, record: dict) -> list[Path]:
+def run_dirs(out: Path, record: ProfileRecord) -> list[Path]:
     """The run directories of every model's parts that hold results."""
     from ctxlens.results import is_run_dir
 

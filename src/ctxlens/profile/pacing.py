@@ -6,12 +6,18 @@ not started to the time left (``recalibrate``), each change said in the record's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ctxlens.profile.budget as fitting
 import ctxlens.profile.rounds as rounds
 from ctxlens.core.progress import duration
 from ctxlens.profile.planning import part_record
 from ctxlens.profile.suite import PARTS, Size
+from ctxlens.profile.types import ModelState
+
+if TYPE_CHECKING:
+    from ctxlens.lm.info import ModelInfo
+    from ctxlens.probes.throughput import Throughput
 
 RATIO = (0.25, 4.0)  # the spent / planned ratio that rescales the rest is clamped to this range
 
@@ -20,7 +26,7 @@ def generates(experiment: str) -> bool:
     return next(p.generates for p in PARTS if p.experiment == experiment)
 
 
-def paces(state: dict) -> dict[bool, list[float]]:
+def paces(state: ModelState) -> dict[bool, list[float]]:
     """{generates: [estimated, spent] seconds} of the parts run to their end, in this run of the command
     or an earlier one: a part resumed after a kill counts its whole time against its whole estimate
     (a resume that counted only its own share read a part as faster than it was)."""
@@ -45,7 +51,7 @@ def ratios(paces: dict[bool, list[float]]) -> dict[bool, float]:
     return {kind: clamp(s / e) if e > 0 else unseen[kind] for kind, (e, s) in paces.items()}
 
 
-def reserve(state: dict, where: Path) -> float:
+def reserve(state: ModelState, where: Path) -> float:
     """The seconds the plan reserved for the needle rounds (``Size.reserve``, ``profile.budget``), or 0 once
     the grid has run and left no needle line open: then the reserve is released to the parts not started
     (recorded in ``adjustments``)."""
@@ -62,7 +68,8 @@ def reserve(state: dict, where: Path) -> float:
     return 0.0
 
 
-def recalibrate(state: dict, where: Path, ratios: dict[bool, float], left: float, info, speed) -> None:
+def recalibrate(state: ModelState, where: Path, ratios: dict[bool, float], left: float, info: ModelInfo,
+                speed: Throughput) -> None:
     """Refit the parts not started (no run directory yet, planned or left out by the budget) to the
     time ``left`` when the parts run so far took ``ratios`` times their estimates (per kind: see
     ``ratios``) and what remains would overrun it (shrink) or leave much of it unused (grow);

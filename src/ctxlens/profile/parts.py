@@ -19,19 +19,19 @@ from ctxlens.profile.context import ProfileContext
 from ctxlens.profile.planning import REPORT_SECONDS, load_average
 from ctxlens.profile.record import write
 from ctxlens.profile.resume import SUPERSEDED, committed_seconds, recover, supersede
+from ctxlens.profile.types import ModelState, PartRecord
 
 if TYPE_CHECKING:
     from ctxlens.lm.model import LM
+    from ctxlens.probes.throughput import Throughput
 
 
-def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: dict, started: float, speed) -> int:
+def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: ModelState, started: float, speed: Throughput) -> int:
     """Run the planned parts of ``spec`` (loaded: ``lm``) in turn, each refitting the rest to the time
     left, then rounds of the needle grid while a needle line is undecided and time is left
     (``profile.rounds``); the number of parts that failed."""
-    from ctxlens.lm.info import ModelInfo
-
     out, record, seconds, clock = ctx.out, ctx.record, ctx.seconds, ctx.clock
-    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    info = records.model_info(state["info"])
     where = out / state["label"]
     recover(state, where)
     deadline = started + seconds * (1 - REPORT_SECONDS) - sum(p.get("spent_s", 0) for p in state["parts"])
@@ -61,7 +61,7 @@ def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: dict, started: floa
         t0 = clock()
         part["running_since"] = time.time()  # a kill leaves it: the next run recovers the part's time (recover)
         part["units_before"] = len(committed_seconds(where / part["name"]))  # the units whose time is counted already
-        part["provenance"] = dict(state.get("provenance") or {})  # what this part measures with
+        part["provenance"] = (state.get("provenance") or {}).copy()  # what this part measures with
         write(out, record)
         try:
             planned = {k: v for k, v in (part.get("model_options") or {}).items() if k in records.PART_MODEL_OPTIONS}
@@ -70,9 +70,9 @@ def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: dict, started: floa
                        meta={"profile_length": state["size"]["length"],
                              **({"sequential": True, "looks": int(part.get("looks") or 1)}
                                 if part.get("sequential") else {})})
-            part.update(status="done", error=None)
+            part.update({"status": "done", "error": None})
         except Exception as err:  # noqa: BLE001 - one part's failure must not end the profile; printed, recorded
-            part.update(status="failed", error=f"{type(err).__name__}: {' '.join(str(err).split())[:300]}")
+            part.update({"status": "failed", "error": f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"})
             failed += 1
         spent = clock() - t0
         part.pop("running_since", None)
@@ -88,7 +88,7 @@ def run_parts(ctx: ProfileContext, spec: str, lm: LM, state: dict, started: floa
     return failed
 
 
-def windows_round(spec: str, state: dict, where: Path, left: float) -> dict | None:
+def windows_round(spec: str, state: ModelState, where: Path, left: float) -> PartRecord | None:
     """The loss part planned again with more windows (``rounds.next_windows``), its earlier run moved to
     ``.superseded`` (its rows are the new run's first windows), or None."""
     got = rounds.next_windows(spec, state, where, left)
@@ -98,9 +98,9 @@ def windows_round(spec: str, state: dict, where: Path, left: float) -> dict | No
     have, looks = int(rec["options"]["n_samples"]), int(rec.get("looks") or 1) + 1
     moved = supersede(where / rec["name"], where / SUPERSEDED, rec["name"])
     planned = round(rounds.last_run_seconds(rec) * n / have, 1)
-    rec.update(options={**rec["options"], "n_samples": n}, status="planned", looks=looks, planned_s=planned,
-               round_from_s=float(rec["spent_s"]),
-               estimate_s=planned, tokens=int(rec.get("tokens") or 0) * n // have)
+    rec.update({"options": {**rec["options"], "n_samples": n}, "status": "planned", "looks": looks,
+                "planned_s": planned, "round_from_s": float(rec["spent_s"]),
+                "estimate_s": planned, "tokens": int(rec.get("tokens") or 0) * n // have})
     note = (f"{rec['name']}: round {looks - 1}, {n} windows (had {have}) while the gain line is undecided (its "
             f"anytime-valid sign test); about {duration(planned)}" + (f"; the earlier run moved to "
                                                                     f"{moved.relative_to(where).as_posix()}"

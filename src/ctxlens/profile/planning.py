@@ -15,23 +15,26 @@ import ctxlens.profile.power as power
 import ctxlens.profile.rounds as rounds
 from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
+from ctxlens.profile.record import model_info
 from ctxlens.profile.suite import PARTS
+from ctxlens.profile.types import ModelState, Options, PartRecord, Status
 
 if TYPE_CHECKING:
     from ctxlens.lm.model import LM
+    from ctxlens.probes.throughput import Throughput
 
 REPORT_SECONDS = 0.05  # share of the budget kept for the report
 PROBE_SHARE, PROBE_MIN, PROBE_MAX = 0.02, 3.0, 20.0  # the throughput probe: 2% of the budget, 3-20 s
 CALIBRATE = 512  # tokens of the forward that re-times a probe that stopped shorter
 
 
-def pairs_to_run(state: dict) -> bool:
+def pairs_to_run(state: ModelState) -> bool:
     """Whether a part not yet run (planned, or left out and so able to come back) computes (query, key) pairs."""
     pairs = {p.name for p in PARTS if p.pairs}
     return any(p["name"] in pairs and p["status"] in ("planned", "left out") for p in state["parts"])
 
 
-def time_pairs(lm: LM, state: dict) -> None:
+def time_pairs(lm: LM, state: ModelState) -> None:
     """Add the probe's cost per (query, key) pair (``probes.throughput.pair_cost``) to a recorded
     throughput that lacks it, and say so in ``adjustments``."""
     from ctxlens.probes.throughput import pair_cost
@@ -41,7 +44,7 @@ def time_pairs(lm: LM, state: dict) -> None:
         f"the recorded probe predates the cost per (query, key) pair: timed now, {cost * 1e3:.3g} ms per pair")
 
 
-def at_length(lm: LM, speed, length: int, allowed: float):
+def at_length(lm: LM, speed: Throughput, length: int, allowed: float) -> tuple[Throughput, str] | None:
     """(``speed`` re-fitted to one forward of ``length`` tokens, timed; a note saying so) when the probe
     stopped short of ``length`` and that forward should take at most ``allowed`` seconds; else None.
     The short probe extrapolates the per-token cost linearly, which a long input's memory traffic
@@ -67,7 +70,7 @@ def timed_forward(lm: LM, n: int) -> float:
     return time.perf_counter() - began
 
 
-def calibrated(lm: LM, speed):
+def calibrated(lm: LM, speed: Throughput) -> Throughput:
     """The probe's pace re-timed on one forward of ``CALIBRATE`` tokens when the probe stopped at
     fewer (on a busy machine it may stop at 32, where the cost of a forward, not of its tokens,
     sets the pace and every longer input would be estimated far too slow)."""
@@ -88,18 +91,20 @@ def load_average() -> list[float] | None:
         return None
 
 
-def part_record(p: fitting.Planned, status: str) -> dict:
-    return {"name": p.name, "experiment": p.experiment, "options": p.options, "model_options": p.model_options,
-            "units": p.units, "tokens": p.tokens, "planned_s": round(p.seconds, 1),
-            "estimate_s": round(p.estimate, 1), "notes": p.notes,
-            "status": status, **({"sequential": True} if p.name in rounds.SEQUENTIAL_PARTS else {})}
+def part_record(p: fitting.Planned, status: Status) -> PartRecord:
+    rec: PartRecord = {"name": p.name, "experiment": p.experiment, "options": p.options,
+                       "model_options": p.model_options, "units": p.units, "tokens": p.tokens,
+                       "planned_s": round(p.seconds, 1), "estimate_s": round(p.estimate, 1), "notes": p.notes,
+                       "status": status}
+    if p.name in rounds.SEQUENTIAL_PARTS:
+        rec["sequential"] = True
+    return rec
 
 
-def print_plan(spec: str, state: dict, seconds: float) -> None:
-    from ctxlens.lm.info import ModelInfo
+def print_plan(spec: str, state: ModelState, seconds: float) -> None:
     from ctxlens.probes.throughput import Throughput
 
-    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    info = model_info(state["info"])
     total = sum(p["planned_s"] for p in state["parts"] if p["status"] != "left out")
     lines = [f"ctxlens profile: {spec} ({info.describe()})",
              f"  throughput: {Throughput(**state['throughput']).describe()}",
@@ -130,6 +135,6 @@ SIZE_KEYS = ("tasks", "depths", "boundaries", "n_samples", "n_sequences", "n_sco
              "n_queries", "detect_samples")
 
 
-def _sizes(options: dict) -> str:
+def _sizes(options: Options) -> str:
     show = {k: len(v) if isinstance(v, list) else v for k, v in options.items() if k in SIZE_KEYS}
     return " ".join(f"{k.removeprefix('n_')}={v}" for k, v in show.items())

@@ -38,6 +38,7 @@ from ctxlens.findings.lines.needle import MIN_GAP as RULER_GAP
 from ctxlens.findings.long_sequence import MIN_DIP, MIN_DROP, dip_needs, drop_needs
 from ctxlens.findings.masking import PLANNED_PASSKEYS
 from ctxlens.profile.suite import NEEDLE_DEPTHS
+from ctxlens.profile.types import ModelState
 
 RULER_SD = 50.0  # points: a binary sample's largest SD (at a rate of 0.5)
 PLAN_AT_L = 0.8  # the needle's accuracy at L the plan assumes (the card re-plans from the rows)
@@ -121,7 +122,7 @@ def a_priori(length: int, train: int | None) -> list[Need]:
     return list(found.values())
 
 
-def line_needs(state: dict, leftover: float = 0.0) -> list[LineNeed]:
+def line_needs(state: ModelState, leftover: float = 0.0) -> list[LineNeed]:
     """The plan's row per card line of a profile record ``state`` (its ``parts``), the needle lines'
     affordable haystacks raised by what ``leftover`` seconds buy at the grid's planned pace (the
     rounds); retrieval at L vs 2L only where L is at least the training length."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import ctxlens.profile.record as records
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.terminal import printable
+from ctxlens.profile.types import Provenance
 
 if TYPE_CHECKING:
     from ctxlens.lm.model import LM
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 PROVENANCE = records.PROVENANCE
 
 
-def provenance(lm: LM) -> dict[str, str | None]:
+def provenance(lm: LM) -> Provenance:
     """What the parts of a profile measure with: the weights' digest (the GGUF file's own sha256, else
     ctxlens's fingerprint of the directory), the tokenizer's (every rule that turns text into ids and
     frames a chat prompt: ``tasks.tokens.fingerprint``), the dtype, device and attention implementation
@@ -36,7 +37,7 @@ def provenance(lm: LM) -> dict[str, str | None]:
             "transformers": transformers.__version__, "torch": torch.__version__}
 
 
-def same_setup(spec: str, recorded: dict | None, now: dict, redo: bool) -> None:
+def same_setup(spec: str, recorded: Provenance | None, now: Provenance, redo: bool) -> None:
     """Refuse a resume whose setup differs from the one the recorded parts measured with (``provenance``),
     naming what changed; a record from before provenance was kept is taken as it is. With ``--redo`` the
     parts named run with the new setup and every part keeps the setup it ran with (``part["provenance"]``)."""

@@ -9,7 +9,8 @@ among those the suite plans, their strings plain names; and of model options onl
 code, revisions, devices and paths come from the command line alone. Anything else is one
 sentence naming the file and the key. The fields and their kinds are declared with every other file
 ctxlens writes, in ``ctxlens.core.schema`` (``PROFILE``: a record without a version is version 1, the
-committed reference profiles); this module adds the checks that read the suite (``_suite``).
+committed reference profiles); this module adds the checks that read the suite (``_suite``). What a
+checked record is, key for key, mypy knows from ``ctxlens.profile.types`` (``ProfileRecord``).
 
 ``read_record`` reads the record of an --out directory through that check; ``write`` replaces it
 atomically, its version first (``ctxlens profile`` writes it after every step).
@@ -20,11 +21,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from ctxlens.core import files, schema, yaml_safe
 from ctxlens.core.errors import CtxlensError, clip
 from ctxlens.core.schema import Mismatch
+from ctxlens.lm.info import ModelInfo
 from ctxlens.profile.suite import PARTS
+from ctxlens.profile.types import InfoRecord, PartRecord, ProfileRecord
 
 RECORD = "profile.json"  # the record of an --out directory
 TOP_UP = re.compile(r"niah-depth\+[0-9]{1,6}")
@@ -38,13 +42,16 @@ PROVENANCE = schema.PROVENANCE  # profile.provenance
 MAX_SOURCE = schema.MAX_SOURCE  # characters of a text source's spec (a path, or a name such as sotu)
 
 
-def validate(record, path: Path) -> dict:
+def validate(record: object, path: Path) -> ProfileRecord:
     """``record`` (parsed ``path``) if it has the shape ``ctxlens profile`` writes, else the
     CtxlensError naming what is wrong (see the module docstring)."""
-    return schema.validate("profile.json", record, path, refine=_suite)
+    # the boundary: the JSON read from the file is a ProfileRecord once the declaration (which the
+    # TypedDicts state key for key: tests/test_profile_record_types.py) and _suite have checked it
+    checked: ProfileRecord = schema.validate("profile.json", record, path, refine=_suite)
+    return checked
 
 
-def _suite(record: dict) -> None:
+def _suite(record: ProfileRecord) -> None:
     """What the declaration (``ctxlens.core.schema.PROFILE``) cannot say: each model's plan holds what
     the command reads back, and its parts, options and counts are the suite's."""
     for spec, state in record["models"].items():
@@ -56,12 +63,13 @@ def _suite(record: dict) -> None:
                        if not isinstance(state.get(k), (list, dict))]
             if missing:
                 raise Mismatch(at, "a plan without " + ", ".join(missing), "notes, skipped, left_out and adjustments")
-        _counts((state.get("size") or {}).get("counts") or {}, schema.child(schema.child(at, "size"), "counts"))
+        size = state.get("size")
+        _counts((size.get("counts") if size else None) or {}, schema.child(schema.child(at, "size"), "counts"))
         for i, part in enumerate(state.get("parts") or []):
             _part(part, schema.child(schema.child(at, "parts"), i))
 
 
-def _counts(counts: dict, at: str) -> None:
+def _counts(counts: dict[str, dict[str, int]], at: str) -> None:
     """The power plan's counts: {suite part: {planned option: n}} (n's range is declared)."""
     suite = {p.name for p in PARTS}
     for part, given in counts.items():
@@ -72,7 +80,7 @@ def _counts(counts: dict, at: str) -> None:
                 raise Mismatch(schema.child(at, part), f"the count {clip(option, 40)}", "counts of planned options")
 
 
-def _part(part: dict, at: str) -> None:
+def _part(part: PartRecord, at: str) -> None:
     """One planned part: a suite part (or a top-up), plain options, no model option but the plan's."""
     if part["status"] != "left out":
         for key in ("units", "tokens", "notes"):
@@ -105,15 +113,21 @@ _OPTION_VALUE = schema.Kind("a plain name, a number or true/false",
                                        or isinstance(v, bool)))
 
 
-def read_record(out: Path) -> dict:
-    """The record in ``out`` ({} when none), checked as data (``ctxlens.profile.record``)."""
+def model_info(info: InfoRecord) -> ModelInfo:
+    """The ``ModelInfo`` a record's ``info`` holds (``as_dict`` adds ``zoo``, which its ``origin`` says)."""
+    fields: dict[str, Any] = {k: v for k, v in info.items() if k != "zoo"}  # of the kinds schema.MODEL_INFO checked
+    return ModelInfo(**fields)
+
+
+def read_record(out: Path) -> ProfileRecord | None:
+    """The record in ``out`` (None when none), checked as data (``ctxlens.profile.record``)."""
     path = out / RECORD
     try:
         text = files.read_text(path)
     except UnicodeDecodeError:
         text = "\ufffd"
     if not text:
-        return {}
+        return None
     try:
         return validate(yaml_safe.load_json(text, str(path)), path)
     except CtxlensError as err:
@@ -123,7 +137,7 @@ def read_record(out: Path) -> dict:
                            "directory.") from None
 
 
-def write(out: Path, record: dict) -> None:
+def write(out: Path, record: ProfileRecord) -> None:
     """``profile.json`` replaced atomically, its temporary file created exclusively (``files.atomic_write``)."""
     try:
         out.mkdir(parents=True, exist_ok=True)

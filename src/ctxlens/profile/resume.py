@@ -16,7 +16,9 @@ from ctxlens.core.progress import duration
 from ctxlens.core.terminal import printable
 from ctxlens.lm.info import ModelInfo
 from ctxlens.profile.planning import part_record
+from ctxlens.profile.record import model_info
 from ctxlens.profile.suite import PARTS, Part, Size
+from ctxlens.profile.types import ModelState, Options, PartRecord
 
 RECOVER_MAX = 7 * 24 * 3600.0  # seconds: a part's recovered time is never more than a week
 
@@ -33,7 +35,7 @@ def committed_seconds(run_dir: Path) -> list[float]:
         return []
 
 
-def recover(state: dict, where: Path) -> None:
+def recover(state: ModelState, where: Path) -> None:
     """Add to each part a killed run of the command left running (``running_since``) the measured time
     of the units that run committed (``units.jsonl``'s ``seconds`` of the units past ``units_before``: a
     lower bound of what it spent, the unit in flight lost), to the part's and the model's ``spent_s``,
@@ -57,7 +59,7 @@ def recover(state: dict, where: Path) -> None:
 SUPERSEDED = ".superseded"  # DIR/<model>/.superseded/<part>-<k>: a redone part's earlier run (readers skip dot folders)
 
 
-def redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
+def redo(spec: str, state: ModelState, names: tuple[str, ...], where: Path) -> None:
     """Plan each part of ``names`` again at the recorded size (``state["size"]``) with the suite's current
     options, even when they equal the recorded ones (a design change need not change an option: a BOS
     put first by default), unless the part was redone already with these options by this code (the
@@ -70,7 +72,7 @@ def redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
     the budget, and the record's times say by how much."""
     from ctxlens.probes.throughput import Throughput
 
-    info = ModelInfo(**{k: v for k, v in state["info"].items() if k != "zoo"})
+    info = model_info(state["info"])
     speed = Throughput(**state["throughput"])
     code = source_digest()
     size = Size.of(state["size"])
@@ -79,19 +81,20 @@ def redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
             raise CtxlensError(f"{spec} cannot run the {name} part ({state['skipped'][name]}); leave it out of --redo.")
         rec = next((p for p in state["parts"] if p["name"] == name), None)
         part = next(p for p in PARTS if p.name == name)
-        at = ran_at(part, size, info, (rec or {}).get("options") or {})
+        at = ran_at(part, size, info, (rec.get("options") if rec else None) or {})
         plan = fitting.plan_part(part, at, info, speed)
         if rec is not None and rec.get("redo") and rec["options"] == plan.options and rec.get("code") == code:
             continue  # redone already by this code with these options: finished, or left by a kill to resume
-        if rec is None:
-            rec = {"name": name}
-            state["parts"].append(rec)
-            state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"].split("+")[0]))
-        k = int(rec.get("redo") or 0) + 1
-        was = f"{rec.get('status', 'not planned')}" + (f", {duration(rec['spent_s'])}" if rec.get("spent_s") else "")
+        k = int((rec.get("redo") if rec else None) or 0) + 1
+        was = ("not planned" if rec is None else f"{rec.get('status', 'not planned')}"
+               + (f", {duration(rec['spent_s'])}" if rec.get("spent_s") else ""))
         moved = supersede(where / name, where / SUPERSEDED, name)
-        rec.clear()
-        rec.update(**part_record(plan, "planned"), redo=k, code=code, spent_s=0.0)
+        redone: PartRecord = {**part_record(plan, "planned"), "redo": k, "code": code, "spent_s": 0.0}
+        if rec is None:
+            state["parts"].append(redone)
+            state["parts"].sort(key=lambda p: [q.name for q in PARTS].index(p["name"].split("+")[0]))
+        else:  # the part's record replaced in its place (the first of its name: the one ``rec`` is)
+            state["parts"][state["parts"].index(rec)] = redone
         state["left_out"].pop(name, None)
         note = (f"{name} redone with the suite's current design at the recorded size (L = {size.length}, scale "
                 f"{at.scale:.2f}{', the part as it ran' if at.scale != size.scale else ''}), beyond the budget; "
@@ -101,7 +104,7 @@ def redo(spec: str, state: dict, names: tuple[str, ...], where: Path) -> None:
         print(f"  {printable(note)}", flush=True)
 
 
-def ran_at(part: Part, size: Size, info: ModelInfo, recorded: dict) -> Size:
+def ran_at(part: Part, size: Size, info: ModelInfo, recorded: Options) -> Size:
     """``size`` at the scale the part ran at: a refit after the first plan may have scaled a part up or down
     (``profile.budget.refit``), and only its options record that, so a redo reads as many items as the run
     it replaces. The smallest scale in [0, 1] at which each of the part's recorded counts (``n_*`` options)

@@ -22,6 +22,7 @@ import ctxlens.profile.budget as fitting
 from ctxlens.findings.card import Line, undecided
 from ctxlens.findings.lines.needle import middle_dip, retrieval_2l
 from ctxlens.profile.suite import NEEDLE_DEPTHS
+from ctxlens.profile.types import ModelState, PartRecord
 
 GRID = "niah-depth"  # the part whose rounds these are; a round is GRID+k with seed base + k
 WINDOWS = "loss-vs-length"  # the continuous part grown in rounds: its gain line tests sequentially (sign test)
@@ -32,7 +33,7 @@ MAX_HAYSTACKS = 200  # beyond this no round is planned: the line names what it w
 ENDS = [0.0, 50.0, 100.0]  # the depths the lost-in-the-middle line reads
 
 
-def grid_rows(where: Path, state: dict) -> list[dict]:
+def grid_rows(where: Path, state: ModelState) -> list[dict]:
     """The committed rows of the grid and its rounds that ran (``where`` is the model's folder)."""
     from ctxlens.results import read_run
 
@@ -52,7 +53,7 @@ def open_lines(rows: list[dict], model: str, L: int, train: int | None) -> dict[
     return {line.key: line for line in lines if undecided(line)}
 
 
-def next_windows(spec: str, state: dict, where: Path, left: float) -> tuple[dict, int] | None:
+def next_windows(spec: str, state: ModelState, where: Path, left: float) -> tuple[PartRecord, int] | None:
     """(the ``WINDOWS`` part's record, its new window count) while its gain line is undecided
     (``findings.lines.loss.usable_context`` with the sequential sign test), or None: the part not run,
     not declared sequential when planned, decided, at ``MAX_WINDOWS``, or no time in ``left`` seconds to
@@ -75,7 +76,7 @@ def next_windows(spec: str, state: dict, where: Path, left: float) -> tuple[dict
     return (rec, n) if n >= have + ROUND_MIN else None
 
 
-def last_run_seconds(rec: dict) -> float:
+def last_run_seconds(rec: PartRecord) -> float:
     """The seconds of the part's last run: its ``spent_s`` adds every run of it, so a round's record keeps
     what the runs before it took (``round_from_s``) and its own time is the difference."""
     return max(float(rec["spent_s"]) - float(rec.get("round_from_s") or 0.0), 0.0)
@@ -85,7 +86,7 @@ def _haystacks(rows: list[dict]) -> int:
     return len({(r.get("seed", 0), r.get("sample")) for r in rows if r.get("sample") is not None})
 
 
-def next_round(spec: str, state: dict, rows: list[dict], left: float) -> dict | None:
+def next_round(spec: str, state: ModelState, rows: list[dict], left: float) -> PartRecord | None:
     """The next round of the grid of model ``spec`` (its profile record ``state``, its grid's rows
     ``rows``) as a part record (appended to ``state["parts"]``), or None: the grid not run, a round
     not finished, no needle line open, ``MAX_HAYSTACKS`` reached, or no time for ``ROUND_MIN``
@@ -122,12 +123,12 @@ def next_round(spec: str, state: dict, rows: list[dict], left: float) -> dict | 
                "seed": int(base["options"].get("seed", 0)) + k}
     planned = round(n * per_haystack * pace, 1)
     needs = ", ".join(f"{key} needs {line.needs}" for key, line in lines.items())
-    part = {"name": f"{GRID}+{k}", "experiment": base["experiment"], "options": options,
-            "model_options": base.get("model_options", {}), "units": len(lengths) * len(depths),
-            "tokens": n * per_haystack, "planned_s": planned, "estimate_s": planned, "status": "planned",
-            "top_up": True,
-            "notes": [f"round {k}: {n} new haystacks (seed {options['seed']}) at {', '.join(map(str, lengths))} "
-                      f"for the undecided needle lines (have {have}; {needs}); {math.ceil(planned / 60)} min planned"]}
+    part: PartRecord = {
+        "name": f"{GRID}+{k}", "experiment": base["experiment"], "options": options,
+        "model_options": base.get("model_options", {}), "units": len(lengths) * len(depths),
+        "tokens": n * per_haystack, "planned_s": planned, "estimate_s": planned, "status": "planned", "top_up": True,
+        "notes": [f"round {k}: {n} new haystacks (seed {options['seed']}) at {', '.join(map(str, lengths))} "
+                  f"for the undecided needle lines (have {have}; {needs}); {math.ceil(planned / 60)} min planned"]}
     state["parts"].append(part)
     print(f"  {part['notes'][0]}", flush=True)
     return part

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ctxlens.core.papers import RULER_TASKS
 from ctxlens.core.texts import NATURAL
 from ctxlens.findings.masking import MIN_DRAWS, PLANNED_PASSKEYS  # the masking test's design
 from ctxlens.lm.info import ModelInfo
+from ctxlens.profile.types import Options, SizeRecord
 
 CORE_TASKS = RULER_TASKS  # all 13 run at every size: RULER's effective length is a score over the whole set
 BOUNDARIES = [0.1, 0.3, 0.5, 0.7, 0.9, 1.0]  # as the demo: b_min, 0.5 and 1.0 are what the plateau reads
@@ -64,7 +65,7 @@ class Size:
     reserve: float = 0.0
     source: str = NATURAL  # the text source of every part that reads text (``--source``)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> SizeRecord:
         """The record's form (``profile.json``'s ``size``)."""
         counts: dict[str, dict[str, int]] = {}
         for part, option, n in self.counts:
@@ -74,7 +75,7 @@ class Size:
                 "reserve_s": round(self.reserve, 1), "source": self.source}
 
     @classmethod
-    def of(cls, record: dict) -> Size:
+    def of(cls, record: SizeRecord) -> Size:
         """The size a record's ``size`` holds (``as_dict``; older records lack counts and reserve, and read the
         synthetic corpus, the default before the natural text)."""
         counts = tuple((part, option, int(n)) for part, given in (record.get("counts") or {}).items()
@@ -83,7 +84,7 @@ class Size:
                    frozenset(record.get("reduced") or ()), bool(record.get("tokenizer", True)), counts,
                    float(record.get("reserve_s") or 0.0), str(record.get("source") or "builtin"))
 
-    def options(self, part: Part, info: ModelInfo) -> dict:
+    def options(self, part: Part, info: ModelInfo) -> Options:
         """``part``'s options at this size: its own, each count the power plan set raised to it, and the
         profile's text source where the part's experiment reads one."""
         from ctxlens.experiments.registry import get_experiment
@@ -102,7 +103,7 @@ def knob(scale: float, low: int, high: int) -> int:
     return int(round(low + max(0.0, min(1.0, scale)) * (high - low)))
 
 
-def lengths(size: Size, info: ModelInfo, fractions, floor: int = 1) -> list[int]:
+def lengths(size: Size, info: ModelInfo, fractions: Iterable[float], floor: int = 1) -> list[int]:
     """The lengths ``fraction x L`` the model can run (beyond its positions only with
     ``size.extrapolate``), at least ``floor``, each once, ascending."""
     out = {int(f * size.length) for f in fractions}
@@ -129,7 +130,7 @@ class Part:
     name: str
     experiment: str
     what: str
-    options: Callable[[Size, ModelInfo], dict]
+    options: Callable[[Size, ModelInfo], Options]
     drop_order: int
     needs_tokenizer: bool = False
     factor: float = 1.0
