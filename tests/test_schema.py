@@ -193,6 +193,31 @@ def test_a_wrong_field_of_profile_json_is_one_sentence(tmp_path):
                   ".parts[0].status: found 'half', expected one of planned, done, failed, left out); restore it")
 
 
+@pytest.mark.parametrize("where, key", [("part", "spent_s"), ("part", "units"), ("state", "throughput"),
+                                        ("state", "size"), ("size", "reserve_s"), ("top", "length")])
+def test_a_null_where_ctxlens_never_writes_one_is_one_sentence(tmp_path, capsys, where, key):
+    """Issue 45, item 10: an optional key of the profile record holding null passed the declaration, and the
+    command failed where it read it (``"spent_s": null`` a TypeError in the pacing, ``"throughput": null`` in
+    the planner). Null is allowed only where ctxlens writes it (a part's error, the load averages, the setup
+    and model facts not known); anywhere else the record is refused at reading, in one sentence."""
+    from ctxlens.profile import record as records
+
+    record = _record()
+    state = record["models"][MODEL]
+    target = {"part": state["parts"][0], "state": state, "size": state["size"], "top": record}[where]
+    target[key] = None
+    (tmp_path / records.RECORD).write_text(json.dumps(record))
+    with pytest.raises(CtxlensError, match=rf"{key}: found null, expected"):
+        records.read_record(tmp_path)
+    assert main(["profile", MODEL, "--out", str(tmp_path), "--budget", "1", "--no-progress"]) == 2
+    assert f"{key}: found null" in capsys.readouterr().err
+    record = _record()
+    record["models"][MODEL]["parts"][0]["error"] = None  # where ctxlens writes null: read as it is
+    record["models"][MODEL]["load_average_after"] = None
+    (tmp_path / records.RECORD).write_text(json.dumps(record))
+    assert records.read_record(tmp_path)["models"][MODEL]["parts"][0]["error"] is None
+
+
 # ------------------------------------------------------------------------------------ newer versions
 NEWER = "of schema version 7, written by a newer ctxlens (this one reads versions 1 to 1); upgrade ctxlens to read it."
 

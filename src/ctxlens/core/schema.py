@@ -175,11 +175,14 @@ class OrNull(Spec):
 @dataclass(frozen=True)
 class Shape(Spec):
     """A mapping with known keys: no others; those in ``required`` present and not null; every value
-    that is not null of its field's spec."""
+    that is not null of its field's spec. ``nullable`` names the optional fields that may be null
+    (None: every optional field, the files whose readers take null as absent); another one that is
+    null is a mismatch (the profile record's readers would fail on it: a TypeError, issue 45)."""
 
     fields: Mapping[str, Spec]
     required: tuple[str, ...] = ()
     expected: str = "a mapping"
+    nullable: tuple[str, ...] | None = None
 
     def check(self, value: Any, at: str) -> None:
         if not isinstance(value, dict):
@@ -190,6 +193,10 @@ class Shape(Spec):
         for key in self.required:
             if value.get(key) is None:
                 raise Mismatch(child(at, key), "nothing", self.fields[key].expected)
+        if self.nullable is not None:
+            for key in value:
+                if value[key] is None and key not in self.nullable:
+                    raise Mismatch(child(at, key), "null", self.fields[key].expected)
         for key, spec in self.fields.items():
             if value.get(key) is not None:
                 spec.check(value[key], child(at, key))
@@ -239,25 +246,26 @@ SETUP = Shape({k: SHORT for k in PROVENANCE}, expected=f"a mapping of {', '.join
 THROUGHPUT = Shape({"prefill": POSITIVE, "at": WHOLE.only(lambda v: v > 0, "a positive whole number"),
                     "slope": NON_NEGATIVE, "decode": POSITIVE, "seconds": NUMBER,
                     "pair": NON_NEGATIVE},  # since the probe times (query, key) pairs
-                   required=("prefill", "at", "slope", "decode", "seconds"))
+                   required=("prefill", "at", "slope", "decode", "seconds"), nullable=())
 SIZE = Shape({"length": WHOLE.only(lambda v: v > 0, "a positive whole number"),
               "scale": NUMBER.only(lambda v: 0 <= v <= 1, "a number from 0 to 1"),
               "extrapolate": FLAG, "reduced": LIST, "tokenizer": FLAG,
               "counts": MapOf(MapOf(WHOLE.only(lambda v: 1 <= v <= 10**6, "a whole number from 1 to 10^6"))),
-              "reserve_s": NON_NEGATIVE, "source": SOURCE}, required=("length", "scale"))
+              "reserve_s": NON_NEGATIVE, "source": SOURCE}, required=("length", "scale"), nullable=())
 PART = Shape({"name": PLAIN, "experiment": TEXT, "options": MAPPING, "model_options": MAPPING, "units": WHOLE,
               "tokens": WHOLE, "planned_s": NUMBER, "estimate_s": NUMBER, "notes": LIST,
               "status": one_of("planned", "done", "failed", "left out"), "error": TEXT, "spent_s": NUMBER,
               "top_up": FLAG, "running_since": NUMBER, "redo": WHOLE, "code": TEXT, "sequential": FLAG,
               "looks": WHOLE, "round_from_s": NUMBER, "units_before": WHOLE, "provenance": SETUP},
-             required=("name", "experiment", "status", "planned_s", "options"))
+             required=("name", "experiment", "status", "planned_s", "options"), nullable=("error",))
 STATE = Shape({"label": PLAIN, "info": MODEL_INFO, "throughput": THROUGHPUT, "setup_s": NUMBER, "load_average": LIST,
                "load_average_after": LIST, "size": SIZE, "notes": ListOf(TEXT), "skipped": MapOf(TEXT),
                "left_out": MapOf(TEXT), "adjustments": ListOf(TEXT), "parts": ListOf(PART), "spent_s": NUMBER,
-               "provenance": SETUP}, required=("label", "info"))
+               "provenance": SETUP}, required=("label", "info"), nullable=("load_average", "load_average_after"))
 PROFILE = FileSchema("profile.json", "a profile record", 1, Shape({
     "budget_minutes": NUMBER, "length": WHOLE, "models": MapOf(STATE), "source": SOURCE},
-    required=("budget_minutes", "models")), "restore it from the run that wrote it, or use a new --out directory")
+    required=("budget_minutes", "models"), nullable=()),
+    "restore it from the run that wrote it, or use a new --out directory")
 
 SCHEMAS: dict[str, FileSchema] = {s.kind: s for s in (CONFIG, ENV, UNITS, PROFILE)}
 
@@ -273,7 +281,7 @@ def _schema(kind: str) -> FileSchema:
 def _versioned(kind: str) -> Shape:
     """The shape of ``kind`` with its version field."""
     shape = _schema(kind).shape
-    return Shape({**shape.fields, VERSION_KEY: WHOLE}, shape.required, shape.expected)
+    return Shape({**shape.fields, VERSION_KEY: WHOLE}, shape.required, shape.expected, shape.nullable)
 
 
 def stamp(kind: str, data: Mapping) -> dict:

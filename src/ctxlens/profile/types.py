@@ -5,10 +5,10 @@ They state what ``ctxlens.core.schema.PROFILE`` declares, key for key: a key the
 required here, every other key is optional (the ``total=False`` class beside each ``...Required`` base);
 ``tests/test_profile_record_types.py`` walks both and fails when they name different keys. The JSON on
 disk and its validation are the schema's (``ctxlens.profile.record.read_record``); these types add no
-check at run time. Null: the schema lets any optional key hold it; the types say ``| None`` where
-ctxlens itself writes null (a part's ``error``, the load averages, what the model or the setup does not
-state), so mypy asks every reader there to handle it, and not for the keys ctxlens never writes null
-(a hand-edited null in one of those passes the schema and fails where it is read, as before the types).
+check at run time. Null: the types say ``| None`` where ctxlens itself writes null (a part's ``error``,
+the load averages, what the model or the setup does not state), so mypy asks every reader there to
+handle it; the schema declares the same keys ``nullable`` and refuses null anywhere else in the record
+(a hand-edited ``"spent_s": null`` once passed it and failed where it was read, with a TypeError).
 An experiment's ``options`` map names to values of the kinds its own ``Config`` reads
 (``core.options.make_config`` checks them), so their values stay ``Any``.
 
