@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from ctxlens.cli.common import one_line
 from ctxlens.cli.listing import cmd_experiments, cmd_models, cmd_zoo
@@ -148,6 +149,28 @@ def _check_threshold(args: argparse.Namespace) -> None:
         raise CtxlensError(f"--threshold is a score in [0, 100], got {value}; e.g. --threshold 85.6 (RULER's).")
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from ctxlens.report import build_report
+
+    report = build_report(args.runs, args.out, findings=args.findings, threshold=args.threshold)
+    print(f"{report.path} ({len(report.warnings)} warnings)")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ctxlens.demo import demo
+
+    return demo(args.out, quick=args.quick)
+
+
+# each command's handler: args -> exit status; those of TAKE_EXTRA also take the options argparse left
+# (an experiment's or a task's own options)
+COMMANDS: dict[str, Callable[..., int]] = {
+    "run": cmd_run, "models": cmd_models, "experiments": cmd_experiments, "zoo": cmd_zoo, "tasks": cmd_tasks,
+    "report": cmd_report, "profile": cmd_profile, "card": cmd_card, "archive": cmd_archive, "demo": cmd_demo}
+TAKE_EXTRA = ("run", "tasks")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
@@ -155,32 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         _check_threshold(args)
-        if args.command == "run":
-            return cmd_run(args, extra)
-        if args.command == "models":
-            return cmd_models(args)
-        if args.command == "experiments":
-            return cmd_experiments(args)
-        if args.command == "zoo":
-            return cmd_zoo(args)
-        if args.command == "tasks":
-            return cmd_tasks(args, extra)
-        if args.command == "report":
-            from ctxlens.report import build_report
-
-            report = build_report(args.runs, args.out, findings=args.findings, threshold=args.threshold)
-            print(f"{report.path} ({len(report.warnings)} warnings)")
-            return 0
-        if args.command == "profile":
-            return cmd_profile(args)
-        if args.command == "card":
-            return cmd_card(args)
-        if args.command == "archive":
-            return cmd_archive(args)
-        if args.command == "demo":
-            from ctxlens.demo import demo
-
-            return demo(args.out, quick=args.quick)
+        if args.command in TAKE_EXTRA:
+            return COMMANDS[args.command](args, extra)
+        return COMMANDS[args.command](args)
     except CtxlensError as err:
         if args.debug:
             raise
