@@ -10,13 +10,18 @@ findings table that opens the page.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxlens.report.build import build_report
+
 __all__ = ["build_report"]
 
 
-def build_report(*args, **kwargs):
-    from ctxlens.report.build import build_report as _build
+def __getattr__(name: str) -> object:
+    """``build_report``, imported when first asked for (matplotlib and the plotters load only then)."""
+    if name == "build_report":
+        from ctxlens.report.build import build_report
 
-    return _build(*args, **kwargs)
-
-
-build_report.__doc__ = "See ctxlens.report.build.build_report."
+        return build_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

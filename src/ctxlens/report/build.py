@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -27,14 +28,18 @@ import ctxlens.report.findings as _findings
 import ctxlens.report.html as h
 from ctxlens.core import files
 from ctxlens.core.errors import CtxlensError
-from ctxlens.findings import FINDINGS, compute_findings
+from ctxlens.findings import FINDINGS, Paths, compute_findings
 from ctxlens.findings.card import Line, card_of_runs, line_costs
 from ctxlens.findings.models import recorded_infos
 from ctxlens.report.figures import RC, Palette, Panel, data_uri, save
-from ctxlens.report.registry import Context, plotters, section_order
+from ctxlens.report.findings import Finding, FindingsSource
+from ctxlens.report.registry import Context, Plotter, plotters, section_order
 from ctxlens.report.style import CSS
-from ctxlens.report.warnings import row_warnings, run_warnings
+from ctxlens.report.warnings import ReportWarning, row_warnings, run_warnings
 from ctxlens.results import RUN_COLUMN, Run, frame, profile_costs, read_runs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +62,8 @@ class Report:
     figure_dir: Path
     runs: list[Run]
     sections: list[Section]
-    warnings: list[dict]
-    findings: list[dict]
+    warnings: list[ReportWarning]
+    findings: list[Finding]
     palette: Palette
     files: list[Path] = field(default_factory=list)
     card: dict[str, list[Line]] = field(default_factory=dict)  # the context-use card: model -> lines
@@ -80,7 +85,7 @@ def short_label(name: str) -> str:
     return f"{name[:LABEL_CHARS - 11]}...{digest}"
 
 
-def _series(df):
+def _series(df: pd.DataFrame) -> list[str]:
     """Model label per row: the model, or ``model (run)`` where a model has several runs of an experiment."""
     runs_per = df.groupby(["experiment", "model"], dropna=False)[RUN_COLUMN].transform("nunique")
     names = df[RUN_COLUMN].map(lambda p: short_label(Path(p).name))
@@ -88,7 +93,7 @@ def _series(df):
             for m, r, n in zip(df["model"], names, runs_per)]
 
 
-def _experiments(df) -> list[str]:
+def _experiments(df: pd.DataFrame) -> list[str]:
     """The experiments the rows hold, in the order of their sections (``registry.section_order``)."""
     return section_order(str(e) for e in df["experiment"].dropna())
 
@@ -102,13 +107,13 @@ def _threshold(runs: list[Run], given: float | None) -> float:
     return found.pop() if len(found) == 1 else DEFAULT_THRESHOLD
 
 
-def _generic(sub) -> Panel:
+def _generic(sub: pd.DataFrame) -> Panel:
     keep = sub.drop(columns=[c for c in ("experiment", RUN_COLUMN) if c in sub]).dropna(axis=1, how="all")
     return Panel("rows", "Rows (no figure is registered for this experiment)", None, keep)
 
 
-def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "report.html", *,
-                 findings=None, threshold: float | None = None, title: str = "ctxlens report",
+def build_report(runs: Paths, out: str | os.PathLike[str] = "report.html", *,
+                 findings: FindingsSource | None = None, threshold: float | None = None, title: str = "ctxlens report",
                  strict: bool = False, card_models: Iterable[str] | None = None) -> Report:
     """Read ``runs`` (run directories or folders of them) and write the HTML report to ``out``.
 
@@ -136,7 +141,8 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
     df = frame(read)
     reg = plotters()
     warnings = [w for r in read for w in run_warnings(r)]
-    warnings += [w for r in read for w in row_warnings(r, lambda e: reg[e].metrics if e in reg else None)]
+    warnings += [w for r in read for w in row_warnings(r, lambda e: reg[e].metrics if e is not None and e in reg
+                                                       else None)]
     palette, sections = Palette(), []
     if len(df):
         df = df.assign(series=_series(df), model=df["model"].map(lambda m: short_label(m) if isinstance(m, str) else m))
@@ -163,7 +169,7 @@ def build_report(runs: str | os.PathLike | Iterable, out: str | os.PathLike = "r
     return report
 
 
-def _bounded_findings(source):
+def _bounded_findings(source: FindingsSource) -> object:
     """A findings file parsed with bounded depth and size (``yaml_safe.load_json``: a deeply nested
     file is one sentence, not a RecursionError); a list of dicts, or a path that does not exist,
     as given (``read_findings`` words those)."""
@@ -180,12 +186,13 @@ def _bounded_findings(source):
     return data["findings"] if isinstance(data, dict) and "findings" in data else data
 
 
-def _warning(exp: str, kind: str, detail: str, count: int = 1) -> dict:
+def _warning(exp: str, kind: str, detail: str, count: int = 1) -> ReportWarning:
     return {"run": "", "experiment": exp, "model": None, "kind": kind, "count": count, "detail": detail,
             "examples": ""}
 
 
-def _draw(exp: str, sub, plotter, ctx: Context, warnings: list[dict], strict: bool) -> Section:
+def _draw(exp: str, sub: pd.DataFrame, plotter: Plotter | None, ctx: Context, warnings: list[ReportWarning],
+          strict: bool) -> Section:
     """The panels of one experiment: its plotter's, or the rows as a table (with a warning when
     there is nothing to plot or the figure fails)."""
     section = Section(exp, plotter.title if plotter else exp, plotter.paper if plotter else "")
@@ -227,7 +234,7 @@ def _write(report: Report, title: str) -> None:
     """PNG, PDF and CSV of every panel into the figure folder, then the page."""
     report.path.parent.mkdir(parents=True, exist_ok=True)
     _refuse_links(report)
-    images = {}
+    images: dict[str, bytes] = {}
     for _, panel in report.panels:
         if panel.fig is not None:
             png, saved = save(panel.fig, report.figure_dir / panel.name)
@@ -295,7 +302,7 @@ def _models(palette: Palette) -> h.Raw:
     return h.el("ul", items, class_="models") if items else h.Raw("")
 
 
-def _warnings(warnings: list[dict]) -> h.Raw:
+def _warnings(warnings: list[ReportWarning]) -> h.Raw:
     import pandas as pd
 
     if not warnings:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import matplotlib
 import numpy as np
@@ -21,12 +21,14 @@ from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
     import pandas as pd
-    from matplotlib.typing import RcKeyType
+    from matplotlib.axes import Axes
+    from matplotlib.image import AxesImage
+    from matplotlib.typing import LineStyleType, RcKeyType
 
 # Okabe & Ito's colour-blind safe palette, then the tab10 colours it lacks.
 PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#f0e442", "#000000",
            "#8c564b", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd", "#d62728")
-LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
+LINESTYLES: tuple[LineStyleType, ...] = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)), (0, (3, 1, 1, 1, 1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 
 RC: dict[RcKeyType, Any] = {  # rc_context's argument: keys are matplotlib's rcParams names
@@ -58,13 +60,13 @@ class Panel:
     fig: Figure | None
     table: pd.DataFrame | None  # the plotted numbers
     caption: str = ""
-    extra_tables: list = field(default_factory=list)  # (title, DataFrame): fits, effective lengths, ...
+    extra_tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # fits, effective lengths, ...
 
 
 class Palette:
     """A fixed colour per series (model), assigned in order of first appearance."""
 
-    def __init__(self, series: Iterable[str] = ()):
+    def __init__(self, series: Iterable[str] = ()) -> None:
         self._colors: dict[str, str] = {}
         for s in series:
             self.color(s)
@@ -79,30 +81,35 @@ class Palette:
 
 
 def figure(n: int, *, ncols: int | None = None, width: float = 3.3, height: float = 2.6,
-           sharey: bool = False) -> tuple[Figure, list]:
+           sharey: bool = False) -> tuple[Figure, list[Axes]]:
     """A figure with ``n`` axes in a grid (at most 3 per row by default) -> (fig, axes)."""
     ncols = ncols or min(n, 3)
     nrows = math.ceil(n / ncols)
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
-        axes = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey).ravel().tolist()
+        axes: list[Axes] = fig.subplots(nrows, ncols, squeeze=False, sharey=sharey).ravel().tolist()
     for ax in axes[n:]:
         ax.set_visible(False)
     return fig, axes[:n]
 
 
-def style(i: int) -> dict:
+class LineStyle(TypedDict):
+    linestyle: LineStyleType
+    marker: str
+
+
+def style(i: int) -> LineStyle:
     """Line style and marker of the i-th value of a secondary coordinate (length, layer, ...)."""
     return {"linestyle": LINESTYLES[i % len(LINESTYLES)], "marker": MARKERS[i % len(MARKERS)]}
 
 
-def legend(ax, **kw) -> None:
+def legend(ax: Axes, **kw: Any) -> None:  # kw: matplotlib's Legend properties
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ax.legend(handles, labels, frameon=False, **kw)
 
 
-def log2_axis(ax, values: Sequence[float], axis: str = "x", base: float = 2) -> None:
+def log2_axis(ax: Axes, values: Iterable[float | None], axis: str = "x", base: float = 2) -> None:
     """Log scale with ticks at the values (lengths, sizes), when they are positive and spread."""
     vals = sorted({float(v) for v in values if v is not None and np.isfinite(v)})
     if len(vals) < 2 or vals[0] <= 0 or vals[-1] / vals[0] < 4:
@@ -112,7 +119,7 @@ def log2_axis(ax, values: Sequence[float], axis: str = "x", base: float = 2) -> 
     (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks, [_tick(v) for v in ticks])
 
 
-def set_log(ax, axis: str = "x", base: float = 10) -> None:
+def set_log(ax: Axes, axis: str = "x", base: float = 10) -> None:
     """Log scale with plain-text tick labels (math text is off, so no 10^k notation)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -122,7 +129,7 @@ def set_log(ax, axis: str = "x", base: float = 10) -> None:
     target.set_minor_formatter(NullFormatter())
 
 
-def integer_axis(ax, axis: str = "x") -> None:
+def integer_axis(ax: Axes, axis: str = "x") -> None:
     from matplotlib.ticker import MaxNLocator
 
     (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
@@ -134,8 +141,9 @@ def _tick(v: float) -> str:
     return f"{v:g}"
 
 
-def heatmap(ax, matrix: np.ndarray, xlabels: Sequence, ylabels: Sequence, *, vmin=None, vmax=None,
-            cmap: str = "viridis", fmt: str = "{:.0f}", colorbar_label: str | None = None):
+def heatmap(ax: Axes, matrix: np.ndarray, xlabels: Sequence[object], ylabels: Sequence[object], *,
+            vmin: float | None = None, vmax: float | None = None, cmap: str = "viridis", fmt: str = "{:.0f}",
+            colorbar_label: str | None = None) -> AxesImage:
     """matrix [len(ylabels), len(xlabels)] as coloured cells with their values written in."""
     masked = np.ma.masked_invalid(np.asarray(matrix, dtype=float))
     im = ax.imshow(masked, aspect="auto", cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")

@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, TypeAlias
 
 from ctxlens.core import files, yaml_safe
 from ctxlens.core.errors import CtxlensError
@@ -22,9 +23,11 @@ from ctxlens.report.html import Raw, el, fmt, join
 FILE = "findings.json"
 COLUMNS = ("finding", "paper", "expected", "measured", "status")
 STATUSES = ("reproduced", "not reproduced", "undecided", "not measured", "not applicable")
+Finding: TypeAlias = dict[str, Any]  # one finding: JSON data (a file, or ``ctxlens.findings.compute_findings``)
+FindingsSource: TypeAlias = "list[Finding] | str | os.PathLike[str]"  # the findings, or a JSON file of them
 
 
-def read_findings(source) -> list[dict]:
+def read_findings(source: object) -> list[Finding]:
     """Findings from a path to a JSON file or from a list of dicts, checked."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
@@ -41,7 +44,7 @@ def read_findings(source) -> list[dict]:
     return check(source, "findings")
 
 
-def check(findings, where: str = "findings") -> list[dict]:
+def check(findings: object, where: str = "findings") -> list[Finding]:
     if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
         raise CtxlensError(f"{where} must be a list of objects with keys {', '.join(COLUMNS)}.")
     out = []
@@ -68,13 +71,13 @@ def discover(run_paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def _measured(value) -> Raw:
+def _measured(value: object) -> Raw:
     if isinstance(value, dict):
         return el("ul", [el("li", el("b", str(k)), ": ", fmt(v)) for k, v in value.items()], class_="measured")
     return el("span", fmt(value))
 
 
-def findings_table(findings: list[dict]) -> Raw:
+def findings_table(findings: list[Finding]) -> Raw:
     """The findings as an HTML table; every value escaped."""
     extra = list(dict.fromkeys(k for f in findings for k in f if k not in COLUMNS))
     head = el("tr", [el("th", c) for c in (*COLUMNS, *extra)])

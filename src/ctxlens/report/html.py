@@ -13,7 +13,11 @@ import html
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The page needs nothing but its own inline style and data: images.
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -27,12 +31,12 @@ class Raw(str):
 _CONTROL = {c: 0x2400 + c for c in (*range(0x00, 0x09), *range(0x0B, 0x20))} | {0x7F: 0x2421}
 
 
-def text(value) -> Raw:
+def text(value: object) -> Raw:
     """Escaped text of any value (numbers formatted, None shown as an em dash)."""
     return Raw(html.escape(fmt(value).translate(_CONTROL), quote=True))
 
 
-def fmt(value, digits: int = 4) -> str:
+def fmt(value: object, digits: int = 4) -> str:
     """A compact human form of a cell value."""
     if value is None:
         return "—"
@@ -61,7 +65,7 @@ def fmt(value, digits: int = 4) -> str:
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-def el(tag: str, *children, **attrs) -> Raw:
+def el(tag: str, *children: object, **attrs: object) -> Raw:
     """``<tag attrs>children</tag>``: children that are not ``Raw`` are escaped, attribute values
     always are. ``class_`` gives ``class``; a None attribute is left out."""
     if not _NAME.match(tag):
@@ -78,21 +82,21 @@ def el(tag: str, *children, **attrs) -> Raw:
     return Raw(f"<{' '.join(parts)}>{inner}</{tag}>")
 
 
-def join(items: Iterable) -> Raw:
+def join(items: Iterable[object]) -> Raw:
     return Raw("".join(c if isinstance(c, Raw) else text(c) for c in _flatten(items)))
 
 
-def _flatten(items) -> Iterable:
+def _flatten(items: Iterable[object]) -> Iterator[object]:
     for c in items:
         if c is None:
             continue
-        if isinstance(c, (list, tuple)) or (not isinstance(c, str) and hasattr(c, "__next__")):
+        if isinstance(c, (list, tuple, Iterator)):
             yield from _flatten(c)
         else:
             yield c
 
 
-def table(df, *, caption: str | None = None, max_rows: int | None = None, class_: str = "data") -> Raw:
+def table(df: pd.DataFrame, *, caption: str | None = None, max_rows: int | None = None, class_: str = "data") -> Raw:
     """A DataFrame as an escaped HTML table (every cell and header escaped)."""
     shown = df if max_rows is None else df.head(max_rows)
     head = el("tr", [el("th", str(c)) for c in shown.columns])
@@ -106,14 +110,14 @@ def table(df, *, caption: str | None = None, max_rows: int | None = None, class_
                  note])
 
 
-def kv_table(items: dict, class_: str = "kv") -> Raw:
+def kv_table(items: Mapping[str, object], class_: str = "kv") -> Raw:
     """Key/value pairs as a two-column table (nested dicts flattened with dots)."""
     flat = dict(_flatten_dict(items))
     rows = [el("tr", el("th", k), el("td", fmt(v))) for k, v in flat.items()]
     return el("table", el("tbody", rows), class_=class_)
 
 
-def _flatten_dict(d: dict, prefix: str = ""):
+def _flatten_dict(d: Mapping[str, object], prefix: str = "") -> Iterator[tuple[str, object]]:
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v:
@@ -122,7 +126,7 @@ def _flatten_dict(d: dict, prefix: str = ""):
             yield key, v
 
 
-def _is_number(v) -> bool:
+def _is_number(v: object) -> bool:
     return isinstance(v, numbers.Number) and not isinstance(v, bool)
 
 

@@ -18,10 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ctxlens.core.papers import PAPERS
 from ctxlens.core.registry import Registry
-from ctxlens.report.figures import Palette
+from ctxlens.report.figures import Palette, Panel
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    PlotFn = Callable[[pd.DataFrame, "Context"], list[Panel]]  # an experiment's rows -> its panels
 
 
 @dataclass
@@ -36,7 +42,7 @@ class Context:
 @dataclass(frozen=True)
 class Plotter:
     name: str
-    fn: Callable
+    fn: PlotFn
     title: str
     paper: str  # the caption's citation: the paper's heading and where in it
     metrics: tuple[str, ...] = ()
@@ -57,13 +63,14 @@ def _load_plots() -> None:
 PLOTTERS: Registry[Plotter] = Registry("plotter", load=_load_plots)
 
 
-def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = (), paper_id: str = ""):
+def plotter(name: str, *, title: str, paper: str, metrics: tuple[str, ...] = (),
+            paper_id: str = "") -> Callable[[PlotFn], PlotFn]:
     """Decorator: register ``fn`` as the plotter of experiment ``name``; ``paper_id`` (an id of
     ``PAPERS``, as the experiment declares it) places its section among its paper's."""
     if paper_id:
         PAPERS[paper_id]  # an unknown id raises with the registry's suggestion
 
-    def deco(fn):
+    def deco(fn: PlotFn) -> PlotFn:
         PLOTTERS.add(name, Plotter(name, fn, title, paper, metrics, paper_id))
         return fn
 

@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 import numbers
 from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import TypedDict
 
+from ctxlens.core.units import Row
 from ctxlens.results import Run
 from ctxlens.row_access import declares
 
@@ -21,16 +24,28 @@ WHERE = ("stage", "task", "condition", "measure", "kind", "quantity", "transform
 N_EXAMPLES = 3
 
 
-def _missing(v) -> bool:
+class ReportWarning(TypedDict):
+    """One line of the report's warnings table."""
+
+    run: str  # the run's name ("" for a warning of the whole report)
+    experiment: str | None
+    model: str | None
+    kind: str
+    count: int
+    detail: str
+    examples: str  # where the first rows are ("; "-separated)
+
+
+def _missing(v: object) -> bool:
     return v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isfinite(float(v)))
 
 
-def _where(row: dict) -> str:
+def _where(row: Row) -> str:
     return ", ".join(f"{k}={row[k]}" for k in WHERE if declares(row, k) and row.get(k) is not None)
 
 
-def run_warnings(run: Run) -> list[dict]:
-    out = []
+def run_warnings(run: Run) -> list[ReportWarning]:
+    out: list[ReportWarning] = []
 
     def add(kind: str, detail: str) -> None:
         out.append({"run": run.name, "experiment": None, "model": None, "kind": kind, "count": 1, "detail": detail,
@@ -50,10 +65,10 @@ def run_warnings(run: Run) -> list[dict]:
     return out
 
 
-def row_warnings(run: Run, metrics_of) -> list[dict]:
+def row_warnings(run: Run, metrics_of: Callable[[str | None], Sequence[str] | None]) -> list[ReportWarning]:
     """Flags and missing metric values of a run's rows, grouped; ``metrics_of(experiment)`` gives
     the metric columns of an experiment (None: every column that holds a number somewhere)."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple[str | None, str | None, str, str], list[Row]] = defaultdict(list)
     numeric_cols: dict[str | None, set[str]] = defaultdict(set)  # experiment (None: a row names none) -> columns
     for row in run.rows:
         for k, v in row.items():
@@ -69,7 +84,7 @@ def row_warnings(run: Run, metrics_of) -> list[dict]:
         for c in cols:
             if c in row and _missing(row[c]):
                 groups[(exp, row.get("model"), "missing value", c)].append(row)
-    out = []
+    out: list[ReportWarning] = []
     for (exp, model, kind, what), rows in groups.items():
         detail = what if kind == "flag" else \
             f"no finite value for '{what}' (stored as null: non-finite or not measured)"

@@ -16,8 +16,10 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -25,10 +27,13 @@ from transformers import AutoModelForCausalLM
 from ctxlens.data.copy_windows import alphabet, copy_windows
 from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
 from ctxlens.zoo.tokenizer import byte_tokenizer
-from ctxlens.zoo.trainer import TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
+from ctxlens.zoo.trainer import Batch, TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase  # checked as Any (pyproject: follow_imports)
 
 
-def _train_stream(recipe: Recipe, tok) -> torch.Tensor:
+def _train_stream(recipe: Recipe, tok: PreTrainedTokenizerBase) -> torch.Tensor:
     """Token ids [n] of the training split, enough for every step without reuse of offsets."""
     from ctxlens.data.corpus import corpus_text
 
@@ -37,7 +42,7 @@ def _train_stream(recipe: Recipe, tok) -> torch.Tensor:
     return torch.tensor(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def _val_windows(recipe: Recipe, tok) -> torch.Tensor:
+def _val_windows(recipe: Recipe, tok: PreTrainedTokenizerBase) -> torch.Tensor:
     """[val_windows, seq_len] consecutive windows of the validation split."""
     from ctxlens.data.corpus import corpus_text
 
@@ -86,7 +91,7 @@ def unigram_baseline(train_ids: torch.Tensor, val: torch.Tensor, vocab: int) -> 
 
 
 @torch.no_grad()
-def retrieval_accuracy(model, tok, recipe: Recipe) -> list[dict]:
+def retrieval_accuracy(model: PreTrainedModel, tok: PreTrainedTokenizerBase, recipe: Recipe) -> list[dict[str, float]]:
     """Greedy exact-match retrieval of a key-value fact stated ``distance`` bytes before the ask."""
     from ctxlens.data.corpus import retrieval_probes
 
@@ -104,8 +109,10 @@ def retrieval_accuracy(model, tok, recipe: Recipe) -> list[dict]:
     return rows
 
 
-def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log=print) -> dict:
-    """Train ``spec`` with ``recipe``, save to ``out``, and return its evaluation record."""
+def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE,
+                    log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train ``spec`` with ``recipe``, save to ``out``, and return its evaluation record (what ``zoo.json`` holds,
+    ``ctxlens.zoo.registry.record`` reads back: JSON data)."""
     out = Path(out)
     for name in {a for *_, a in recipe.copy_phases} | {recipe.copy_alphabet}:
         alphabet(name)  # a misspelt alphabet stops here, not hundreds of steps in
@@ -114,7 +121,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     val = _val_windows(recipe, tok)
     val_batches = [lm_targets(val[i:i + recipe.batch]) for i in range(0, len(val), recipe.batch)]
 
-    def batches(step: int):
+    def batches(step: int) -> Batch:
         return lm_targets(training_windows(stream, recipe, step))
 
     torch.manual_seed(recipe.seed)
@@ -132,7 +139,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     if getattr(model.config, "mode", None) == "train":  # xLSTM: the chunked kernel needs lengths % chunk == 0,
         model.config.mode = "inference"  # and probes are any length; inference mode gives the same logits
     val_loss = evaluate(model, val_batches, causal_lm_loss, torch.device("cpu"), contextlib.nullcontext)
-    record = {
+    record: dict[str, Any] = {
         "name": spec.name, "family": spec.family, "doc": spec.doc,
         "params": sum(p.numel() for p in model.parameters()),
         "recipe": asdict(recipe), "train": config_dict(cfg),
@@ -145,7 +152,7 @@ def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE, log
     return record
 
 
-def write_model(out: Path, model, tok, record: dict) -> None:
+def write_model(out: Path, model: PreTrainedModel, tok: PreTrainedTokenizerBase, record: Mapping[str, object]) -> None:
     """Save ``model``, ``tok`` and ``zoo.json`` into ``out``: all written first into a new folder beside it
     (``tempfile.mkdtemp``: a random name, created exclusively), then renamed file by file into ``out``, so
     a link planted in ``out`` or at a temporary name is replaced, never written through. A full disk or

@@ -48,9 +48,10 @@ from __future__ import annotations
 import math
 import platform
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import torch
 
@@ -64,6 +65,24 @@ if TYPE_CHECKING:
 
 N_CONTEXT_TOKENS = MASK + 1  # ZERO, ONE, MASK: the only tokens before the task token
 TABLE1_CTLS = (17, 20, 23, 25, 28, 30, 35, 40, 50)  # the intrinsic-entropy paper, Appendix C.4, Table 1
+
+
+class ParityRecord(TypedDict):
+    """What ``train_parity`` returns (JSON-able; ``results/parity_table1.json`` is one)."""
+
+    paper: str
+    dataset: dict[str, object]  # the SparseParity's settings
+    spec: dict[str, object]  # the ParitySpec's fields
+    train: dict[str, object]  # the TrainConfig's (``config_dict``)
+    model: dict[str, object]  # family, parameters
+    rows: list[dict[str, float]]  # ``evaluate_ctl`` per context length
+    max_gap: float
+    best_step: int | None
+    best_val: float | None
+    train_seconds: float
+    seconds: float
+    history: list[dict]  # ``TrainResult.history``
+    env: dict[str, object]
 
 
 @dataclass
@@ -93,7 +112,7 @@ class ParitySpec:
     threads: int | None = None  # torch CPU threads; None leaves torch's default
 
     @classmethod
-    def paper(cls, **overrides) -> ParitySpec:
+    def paper(cls, **overrides: Any) -> ParitySpec:  # overrides: field values, as ParitySpec(...) takes them
         """Section 4.3's model size (3 layers, 208 wide, FFN 832, RoPE 4000); 4 heads of 52 is
         this package's choice (the paper gives no head count)."""
         return cls(**{"hidden": 208, "layers": 3, "heads": 4, "ffn": 832, **overrides})
@@ -201,7 +220,8 @@ def last_token_loss(model: LlamaForCausalLM, batch: dict[str, torch.Tensor]) -> 
 
 
 @torch.no_grad()
-def evaluate_ctl(model, ds: SparseParity, ctl: int, n: int, seed: int, device: str = "cpu", chunk: int = 2048) -> dict:
+def evaluate_ctl(model: LlamaForCausalLM, ds: SparseParity, ctl: int, n: int, seed: int, device: str = "cpu",
+                 chunk: int = 2048) -> dict[str, float]:
     """Validation loss at one context length vs the Bayes risk (Appendix C.4, Table 1)."""
     model.eval()
     batch = ds.sample(n, ctl=ctl, seed=seed)
@@ -218,8 +238,8 @@ def evaluate_ctl(model, ds: SparseParity, ctl: int, n: int, seed: int, device: s
             "paired_gap": float((ce.double() - bayes_i).mean()), "n": n}
 
 
-def train_parity(spec: ParitySpec | None = None, ctls=TABLE1_CTLS, *, ds: SparseParity | None = None,
-                 log=None, save: str | Path | None = None) -> dict:
+def train_parity(spec: ParitySpec | None = None, ctls: Sequence[int] = TABLE1_CTLS, *, ds: SparseParity | None = None,
+                 log: Callable[[dict], None] | None = None, save: str | Path | None = None) -> ParityRecord:
     """Train one model (on the paper's masking mixture, or at ``spec.train_ctl``) and evaluate it at
     every context length in ``ctls``; returns a JSON-able record. ``save``: a directory to write
     the trained (best-validation) model to with ``save_pretrained``."""
@@ -234,7 +254,8 @@ def train_parity(spec: ParitySpec | None = None, ctls=TABLE1_CTLS, *, ds: Sparse
         torch.set_num_threads(before)
 
 
-def _train_and_evaluate(spec: ParitySpec, ctls, ds: SparseParity, log, save) -> dict:
+def _train_and_evaluate(spec: ParitySpec, ctls: Sequence[int], ds: SparseParity, log: Callable[[dict], None] | None,
+                        save: str | Path | None) -> ParityRecord:
     for c in ctls:
         ds.bayes_risk(c)  # validates
     model = build_model(ds, spec)

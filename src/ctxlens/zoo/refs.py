@@ -21,6 +21,7 @@ import importlib.util
 import os
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.core.paths import home
@@ -57,7 +58,7 @@ def _gemma3() -> Path:
     return gguf.converted(_assembled(package), "ref:gemma3-270m", sha256=sha256)
 
 
-def _assembled(package) -> Path:
+def _assembled(package: ModuleType) -> Path:
     """The assembled GGUF in ``$CTXLENS_HOME/refs``, written to a temporary name and renamed when verified."""
     final = home() / "refs" / package.MODEL_NAME
     try:

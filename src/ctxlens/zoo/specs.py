@@ -12,15 +12,19 @@ and the recipe.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ctxlens.core.errors import unknown
 from ctxlens.core.zoo_facts import TRAIN_LENGTH, ZOO_MODELS, ZOO_NAMES
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
 
 
 @dataclass(frozen=True)
 class ZooSpec:
     name: str  # one of ctxlens.core.zoo_facts.ZOO_NAMES
-    arch: dict  # overrides on ctxlens.lm.tiny.tiny_config(family)
+    arch: dict[str, object]  # overrides on ctxlens.lm.tiny.tiny_config(family)
     doc: str
     lr: float | None = None  # peak learning rate when not the recipe's (geometry paper, App. B: 1e-3 Griffin, mLSTM)
 
@@ -121,7 +125,7 @@ def get_spec(name: str) -> ZooSpec:
     return ZOO[name]
 
 
-def build_config(spec: ZooSpec, vocab_size: int, eos_id: int):
+def build_config(spec: ZooSpec, vocab_size: int, eos_id: int) -> PretrainedConfig:
     """The transformers config of a zoo model (byte vocabulary, eos = bos = pad)."""
     from ctxlens.lm.tiny import tiny_config
 

@@ -18,9 +18,10 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Generic, TypedDict, TypeVar
+from typing import Generic, Literal, TypedDict, TypeVar
 
 import torch
 
@@ -94,7 +95,7 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def _to(batch: Batch, device) -> Batch:
+def _to(batch: Batch, device: torch.device) -> Batch:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
 
@@ -106,7 +107,8 @@ def _optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Optimize
 
 
 @torch.no_grad()
-def evaluate(model, val: list[Batch], loss_fn, device, autocast) -> float:
+def evaluate(model: M, val: list[Batch], loss_fn: Callable[[M, Batch], torch.Tensor], device: torch.device,
+             autocast: Callable[[], AbstractContextManager[object]]) -> float:
     """Mean loss over validation batches, weighted by their number of scored targets."""
     model.eval()
     total, count = 0.0, 0
@@ -182,14 +184,14 @@ def train(
 
 
 class _null:
-    def __enter__(self):
+    def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         return False
 
 
-def _save(path: str, model, opt, state: _State) -> None:
+def _save(path: str, model: torch.nn.Module, opt: torch.optim.Optimizer, state: _State) -> None:
     """Write the checkpoint through a new temporary file (``tempfile.mkstemp``: a random name created
     exclusively, so a planted ``*.tmp`` link is never written through) renamed over ``path``; a full
     disk or read-only folder is one sentence and leaves the previous checkpoint as it was."""
@@ -213,7 +215,7 @@ def _save(path: str, model, opt, state: _State) -> None:
         raise
 
 
-def _resume(path: str, model, opt) -> _State:
+def _resume(path: str, model: torch.nn.Module, opt: torch.optim.Optimizer) -> _State:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["opt"])
@@ -221,6 +223,6 @@ def _resume(path: str, model, opt) -> _State:
     return ckpt["state"]
 
 
-def config_dict(cfg: TrainConfig) -> dict:
+def config_dict(cfg: TrainConfig) -> dict[str, object]:
     """The JSON-able part of a TrainConfig, for recording how a model was made."""
     return {k: v for k, v in asdict(cfg).items() if k != "log"}

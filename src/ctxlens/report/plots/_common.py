@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,11 @@ from ctxlens.core.declared_names import NAMES
 from ctxlens.core.errors import CtxlensError
 from ctxlens.report.figures import legend, style
 from ctxlens.row_access import declared_names
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from ctxlens.report.registry import Context
 
 
 def col(df: pd.DataFrame, name: str) -> pd.Series:
@@ -29,7 +35,7 @@ def col(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.Series([None] * len(df), index=df.index, dtype=object)
 
 
-def having(df: pd.DataFrame, **equal) -> pd.DataFrame:
+def having(df: pd.DataFrame, **equal: object) -> pd.DataFrame:
     """Rows whose columns equal the given values (a missing column matches nothing)."""
     mask = pd.Series(True, index=df.index)
     for k, v in equal.items():
@@ -64,12 +70,13 @@ def mean_sem(df: pd.DataFrame, by: Sequence[str], value: str) -> pd.DataFrame:
     return out[[*by, value, "sem", "n"]]
 
 
-def describe(keys: Sequence[str], values: Sequence) -> str:
+def describe(keys: Sequence[str], values: Sequence[object]) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in zip(keys, values))
 
 
-def groups(df: pd.DataFrame, by: Sequence[str]):
-    """(key tuple, rows) per group in a stable order (series in order of appearance)."""
+def groups(df: pd.DataFrame, by: Sequence[str]) -> Iterator[tuple[tuple[Any, ...], pd.DataFrame]]:
+    """(key tuple, rows) per group in a stable order (series in order of appearance); the keys are pandas'
+    cell values (Any: pandas is untyped here)."""
     if not by:
         yield (), df
         return
@@ -77,9 +84,10 @@ def groups(df: pd.DataFrame, by: Sequence[str]):
         yield (key if isinstance(key, tuple) else (key,)), g
 
 
-def draw_lines(ax, data: pd.DataFrame, x: str, y: str, ctx, styles: Sequence[str] = (), *,
-               yerr: str | None = None, label: bool = True, **kw) -> None:
-    """One line per (series, styles...): colour from the series, style from the other keys."""
+def draw_lines(ax: Axes, data: pd.DataFrame, x: str, y: str, ctx: Context, styles: Sequence[str] = (), *,
+               yerr: str | None = None, label: bool = True, **kw: Any) -> None:
+    """One line per (series, styles...): colour from the series, style from the other keys; ``kw``: more
+    properties of matplotlib's ``errorbar`` lines (``linestyle``, ``markersize``, ...)."""
     style_keys = sorted({tuple(k) for k, _ in groups(data, styles)}, key=str)
     for (series, *rest), g in groups(data, ["series", *styles]):
         g = g.sort_values(x)
@@ -92,7 +100,7 @@ def draw_lines(ax, data: pd.DataFrame, x: str, y: str, ctx, styles: Sequence[str
                     label=name if label else None, capsize=2 if err is not None else 0, **{**st, **kw})
 
 
-def finish(ax, xlabel: str, ylabel: str, title: str | None = None, show_legend: bool = True) -> None:
+def finish(ax: Axes, xlabel: str, ylabel: str, title: str | None = None, show_legend: bool = True) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -101,7 +109,7 @@ def finish(ax, xlabel: str, ylabel: str, title: str | None = None, show_legend: 
         legend(ax)
 
 
-def mark_train_length(ax, df: pd.DataFrame) -> None:
+def mark_train_length(ax: Axes, df: pd.DataFrame) -> None:
     """A grey dotted vertical line at the training length, when the rows carry one."""
     for t in sorted({v for v in col(df, "train_length").dropna().unique()}):
         ax.axvline(float(t), color="0.5", linestyle=":", linewidth=1)

@@ -14,7 +14,7 @@ import pandas as pd
 from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, integer_axis, log2_axis, set_log
 from ctxlens.report.plots._common import col, draw_lines, finish, groups, numeric, varying
-from ctxlens.report.registry import plotter
+from ctxlens.report.registry import Context, plotter
 
 PAPER_ID = "geometry"  # the paper these sections reproduce (their place in the report)
 PAPER = heading(PAPER_ID)  # the captions' first sentence
@@ -24,7 +24,7 @@ LABELS = {"accs": "ACCS (cosine)", "self_sim": "self-similarity (cosine)", "anis
 COORDS = ("length", "stream", "layer", "boundary", "transform")
 
 
-def geometry_panel(df: pd.DataFrame, ctx, name: str, x: str, xlabel: str, title: str, *,
+def geometry_panel(df: pd.DataFrame, ctx: Context, name: str, x: str, xlabel: str, title: str, *,
                    extra: tuple[str, ...] = (), log2: bool = False, caption: str = "") -> Panel:
     """ACCS, self-similarity, anisotropy (and ``extra`` columns) vs ``x``, one line per model and
     per value of every other coordinate that varies."""
@@ -45,7 +45,7 @@ def geometry_panel(df: pd.DataFrame, ctx, name: str, x: str, xlabel: str, title:
 
 @plotter("accs-layers", title="ACCS, self-similarity and anisotropy vs layer", paper=f"{PAPER} Section 4, Figure 1",
          metrics=GEOMETRY, paper_id=PAPER_ID)
-def accs_layers(df, ctx):
+def accs_layers(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     return [geometry_panel(df, ctx, "accs-layers", "layer", "layer (index)",
                            "Suffix geometry vs layer, distant prefix shuffled",
                            caption="ACCS = self-similarity − anisotropy; expected to fall with depth.")]
@@ -53,7 +53,7 @@ def accs_layers(df, ctx):
 
 @plotter("accs-boundary", title="ACCS vs relative boundary of the shuffled prefix",
          paper=f"{PAPER} Section 5.2, Figure 4, Tables 4-5", metrics=GEOMETRY, paper_id=PAPER_ID)
-def accs_boundary(df, ctx):
+def accs_boundary(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     return [geometry_panel(df, ctx, "accs-boundary", "boundary",
                            "shuffled up to relative boundary (fraction of prefix)",
                            "Suffix geometry vs shuffled prefix range",
@@ -64,7 +64,7 @@ def accs_boundary(df, ctx):
 
 @plotter("accs-length", title="ACCS vs length on periodic sequences",
          paper=f"{PAPER} Section 5.3, Figure 5, Tables 6-7", metrics=(*GEOMETRY, "compression_rate"), paper_id=PAPER_ID)
-def accs_length(df, ctx):
+def accs_length(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     return [geometry_panel(df, ctx, "accs-length", "length", "sequence length (tokens)",
                            "Suffix geometry vs length, whole prefix shuffled", extra=("compression_rate",), log2=True,
                            caption="Compression rate: LZMA bytes / raw bytes of the original prefixes.")]
@@ -73,7 +73,7 @@ def accs_length(df, ctx):
 @plotter("anisotropy-compression", title="Anisotropy vs prefix compression rate",
          paper=f"{PAPER} Section 5.1, Figure 3; Appendix D, Figure 7", metrics=("anisotropy", "compression_rate"),
          paper_id=PAPER_ID)
-def anisotropy_compression(df, ctx):
+def anisotropy_compression(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "compression_rate", "anisotropy")
     styles = varying(data, ("length", "layer", "stream"))
     keys = ["series", *styles, "perturbation", *[c for c in ("window", "bin") if c in data.columns]]
@@ -88,7 +88,7 @@ def anisotropy_compression(df, ctx):
 
 @plotter("suffix-ppl", title="Suffix perplexity vs length", paper=f"{PAPER} Section 4, Appendix C Table 3",
          metrics=("nll", "ppl"), paper_id=PAPER_ID)
-def suffix_ppl(df, ctx):
+def suffix_ppl(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "length", "nll", "ppl")
     coords = [c for c in ("prefix_len", "suffix_len", "n_tokens") if c in data]
     table = data[["series", "length", *coords, "nll", "ppl"]]
@@ -105,7 +105,7 @@ def suffix_ppl(df, ctx):
 
 @plotter("rope-theta-sweep", title="Suffix perplexity, needle accuracy and ACCS vs RoPE theta",
          paper=f"{PAPER} Section 4, Figure 2, Table 8", metrics=("ppl", "accuracy", "accs"), paper_id=PAPER_ID)
-def rope_theta_sweep(df, ctx):
+def rope_theta_sweep(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "theta", "ppl", "accuracy", "accs", "own_theta")
     views = [("suffix-ppl", "ppl", "suffix perplexity", ["length"]),
              ("needle", "accuracy", "needle accuracy (%)", ["length"]),
@@ -140,7 +140,7 @@ def _rank_bins(ranks: np.ndarray) -> np.ndarray:
 
 @plotter("collapse-modes", title="Mean -log p of every vocabulary entry by frequency rank",
          paper=f"{PAPER} Appendix D, Figure 9", metrics=("nll",), paper_id=PAPER_ID)
-def collapse_modes(df, ctx):
+def collapse_modes(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "rank_low", "rank_high", "nll", "unigram_nll", "uniform_nll", "anisotropy")
     data["rank"] = np.sqrt(data["rank_low"] * data["rank_high"])
     conditions = list(dict.fromkeys(data["condition"]))

@@ -24,7 +24,7 @@ from ctxlens.report.plots._common import (
     numeric,
     varying,
 )
-from ctxlens.report.registry import plotter
+from ctxlens.report.registry import Context, plotter
 
 PAPER_ID = "rope-distance"  # the paper these sections reproduce (their place in the report)
 PAPER = heading(PAPER_ID)  # the captions' first sentence
@@ -33,7 +33,7 @@ DIM = "RoPE pair index (0 = highest frequency)"
 
 @plotter("rope-dims", title="How often each RoPE dimension is among the top-k contributors",
          paper=f"{PAPER} Section 4.1, Figure 1", metrics=("share",), paper_id=PAPER_ID)
-def rope_dims(df, ctx):
+def rope_dims(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "dim", "share", "layer")
     data["share"] = data["share"] * 100
     styles = varying(data, ("transform", "length"))
@@ -63,7 +63,7 @@ def rope_dims(df, ctx):
     return [first, second]
 
 
-def _curves(df: pd.DataFrame, ctx, name: str, title: str, styles_from: tuple[str, ...]) -> list[Panel]:
+def _curves(df: pd.DataFrame, ctx: Context, name: str, title: str, styles_from: tuple[str, ...]) -> list[Panel]:
     curve = numeric(having(df, kind="curve"), "distance_lo", "distance_hi", "dominant_dim", "train_length")
     corr = numeric(having(df, kind="correlation"), "rho", "p_value")
     panels = []
@@ -107,14 +107,14 @@ def _curves(df: pd.DataFrame, ctx, name: str, title: str, styles_from: tuple[str
 @plotter("dominant-dimension", title="Dominant RoPE dimension vs relative distance",
          paper=f"{PAPER} Sections 4.2.1-4.2.2, Figure 3, Appendix A.1-A.3", metrics=("rho", "dominant_dim"),
          paper_id=PAPER_ID)
-def dominant_dimension(df, ctx):
+def dominant_dimension(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     return _curves(df, ctx, "dominant-dimension", "Dominant dimension vs distance, below and beyond the training "
                    "length", ("transform", "length"))
 
 
 @plotter("positional-heads", title="Heads ranked by distance-dimension correlation",
          paper=f"{PAPER} Section 4.3.1, Appendix A.3", metrics=("rho",), paper_id=PAPER_ID)
-def positional_heads(df, ctx):
+def positional_heads(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     heads = numeric(having(df, kind="head"), "rank", "rho", "p_value")
     sel = numeric(having(df, kind="selection"), "fraction", "n_selected")
     styles = varying(heads, ("transform", "length", "condition"))  # the RoPE-zeroed control drawn apart
@@ -140,7 +140,7 @@ def positional_heads(df, ctx):
 
 @plotter("head-masking", title="Masking Positional Heads vs random heads", paper=f"{PAPER} Section 4.3.2, Figures 6-9",
          metrics=("score", "ppl"), paper_id=PAPER_ID)
-def head_masking(df, ctx):
+def head_masking(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     data = numeric(df, "score", "ppl", "length", "fraction", "train_length")
     # the value drawn: a passkey row's score (1 or 0) in percent, a perplexity row's ppl
     data["value"] = np.where(data["task"] == "passkey", data["score"] * 100, data["ppl"])
@@ -176,7 +176,7 @@ def head_masking(df, ctx):
 
 @plotter("rope-dim-ablation", title="Zeroing RoPE dimension pairs: loss, attention and dominant dimension",
          paper=f"{PAPER} Section 4.2.3, Figure 4", metrics=("delta", "tv", "rho"), paper_id=PAPER_ID)
-def rope_dim_ablation(df, ctx):
+def rope_dim_ablation(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     loss = numeric(having(df, kind="loss"), "length", "nll_base", "nll_ablated", "delta", "train_length")
     att = numeric(having(df, kind="attention"), "length", "tv")
     panels = []

@@ -17,7 +17,7 @@ from matplotlib import colormaps
 from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, log2_axis, set_log
 from ctxlens.report.plots._common import col, describe, draw_lines, finish, groups, having, mean_sem, numeric
-from ctxlens.report.registry import plotter
+from ctxlens.report.registry import Context, plotter
 from ctxlens.tasks.scoring import optimal_length
 
 PAPER_ID = "intrinsic-entropy"  # the paper these sections reproduce (their place in the report)
@@ -27,7 +27,7 @@ CE = "cross-entropy (nats/token)"
 
 @plotter("token-loss", title="Mean next-token loss vs window length", paper="ctxlens smoke analysis",
          metrics=("nll",))
-def token_loss(df, ctx):
+def token_loss(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     table = mean_sem(df, ["series", "length"], "nll")
     table["ppl"] = np.exp(table["nll"].astype(float))
     fig, (ax,) = figure(1, width=4.0, height=2.8)
@@ -62,7 +62,7 @@ def power_law(length: np.ndarray, c0: float, c: float, gamma: float) -> np.ndarr
 @plotter("loss-vs-length", title="Cross-entropy vs visible context, with its power-law fit",
          paper=f"{PAPER} Section 2.2.2 (Eq. 3, Figure 2), Appendix E (Figure 11)", metrics=("ce", "value"),
          paper_id=PAPER_ID)
-def loss_vs_length(df, ctx):
+def loss_vs_length(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     measured = mean_sem(having(df, stage="measure"), ["series", "length"], "ce")
     params = fit_params(df, ["series"])
     fig, (ax,) = figure(1, width=4.4, height=3.0)
@@ -87,7 +87,8 @@ def loss_vs_length(df, ctx):
     return [panel]
 
 
-def _ce_against(df: pd.DataFrame, ctx, quantity: str, key: str | None, xlabel: str, name: str, title: str) -> Panel:
+def _ce_against(df: pd.DataFrame, ctx: Context, quantity: str, key: str | None, xlabel: str, name: str,
+                title: str) -> Panel:
     """CE vs one measure per length, facets per ``key`` value, with the linear fit of the fit rows."""
     measure = having(df, stage="measure")
     ce = numeric(having(measure, quantity="ce"), "value")[["series", "length", "value"]].rename(columns={"value": "ce"})
@@ -123,7 +124,7 @@ def _ce_against(df: pd.DataFrame, ctx, quantity: str, key: str | None, xlabel: s
 
 @plotter("intrinsic-entropy", title="Eigen-spectra, intrinsic entropy and dimension vs CE",
          paper=f"{PAPER} Figures 1, 3, 10, 13, 15", metrics=("value",), paper_id=PAPER_ID)
-def intrinsic_entropy(df, ctx):
+def intrinsic_entropy(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     panels = [_spectra(having(df, stage="measure", quantity="relative_eigenvalue"), ctx, "intrinsic-entropy-spectra",
                        "PCA eigen-spectrum of last-token features per context length")]
     quantities = set(col(df, "quantity").dropna())
@@ -140,7 +141,7 @@ def intrinsic_entropy(df, ctx):
     return panels
 
 
-def _spectra(rows: pd.DataFrame, ctx, name: str, title: str) -> Panel:
+def _spectra(rows: pd.DataFrame, ctx: Context, name: str, title: str) -> Panel:
     """Relative eigenvalue vs index, one line per length (sequential colours), one axis per model."""
     rows = numeric(rows, "index", "value", "length")
     series = list(dict.fromkeys(rows["series"]))
@@ -163,7 +164,7 @@ def _spectra(rows: pd.DataFrame, ctx, name: str, title: str) -> Panel:
 
 @plotter("parity-dimension", title="Sparse parity: feature dimension vs visible subtasks, CE vs dimension",
          paper=f"{PAPER} Appendix J.3, Figures 16-17", metrics=("value",), paper_id=PAPER_ID)
-def parity_dimension(df, ctx):
+def parity_dimension(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     measure = numeric(having(df, stage="measure"), "value", "length")
     wide = measure[measure["quantity"].isin(["visible_tasks", "ce", "bayes_risk"])].pivot_table(
         index=["series", "length"], columns="quantity", values="value", aggfunc="first").reset_index()
@@ -194,7 +195,7 @@ def parity_dimension(df, ctx):
 
 @plotter("parity-table", title="Sparse parity: a transformer's loss vs the Bayes risk per context length",
          paper=f"{PAPER} Section 4.3, Appendix C.4, Table 1", metrics=("loss",), paper_id=PAPER_ID)
-def parity_table(df, ctx):
+def parity_table(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     loss = mean_sem(df, ["series", "ctl"], "loss")
     bayes = numeric(df, "bayes_risk").groupby("ctl")["bayes_risk"].first()
     loss["bayes_risk"] = loss["ctl"].map(bayes)
@@ -220,7 +221,7 @@ def lowest(table: pd.DataFrame, by: list[str], x: str, y: str) -> pd.DataFrame:
 @plotter("optimal-context", title="Optimal context length vs training-set size (sparse parity)",
          paper=f"{PAPER} Section 3 (Eq. 5-6, Figure 4), Appendix F (Figure 12)", metrics=("best_val_loss",),
          paper_id=PAPER_ID)
-def optimal_context(df, ctx):
+def optimal_context(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     loss = mean_sem(df, ["series", "n_train", "ctl"], "best_val_loss")
     bayes = numeric(df, "bayes_risk").groupby(["series", "ctl"])["bayes_risk"].first().reset_index()
     loss = loss.merge(bayes, on=["series", "ctl"], how="left")
@@ -255,7 +256,7 @@ def optimal_context(df, ctx):
     return [panel]
 
 
-def accuracy_vs_visible(df: pd.DataFrame, ctx, facet: str, name: str, title: str, facet_label: str) -> Panel:
+def accuracy_vs_visible(df: pd.DataFrame, ctx: Context, facet: str, name: str, title: str, facet_label: str) -> Panel:
     """Mean score (%) vs visible tokens per facet value, one line per model, the optimum starred."""
     rows = numeric(df.dropna(subset=["score"]) if "score" in df else df.iloc[0:0], "score", "visible", "fraction")
     table = mean_sem(rows, ["series", facet, "fraction"], "score")
@@ -285,7 +286,7 @@ def accuracy_vs_visible(df: pd.DataFrame, ctx, facet: str, name: str, title: str
 
 @plotter("visible-fraction", title="Accuracy vs visible context on long task prompts",
          paper=f"{PAPER} Appendix A.3, Figures A.3-1, A.3-2", metrics=("score",), paper_id=PAPER_ID)
-def visible_fraction(df, ctx):
+def visible_fraction(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     from ctxlens.report.plots.tasks import examples
 
     panel = accuracy_vs_visible(df, ctx, "task", "visible-fraction", "The model sees only the last part of each "
@@ -296,7 +297,7 @@ def visible_fraction(df, ctx):
 
 @plotter("position-weighted-qa", title="Position-weighted QA: accuracy vs visible context per gamma",
          paper=f"{PAPER} Appendix A.1, Figures 8-9", metrics=("score",), paper_id=PAPER_ID)
-def position_weighted_qa(df, ctx):
+def position_weighted_qa(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     from ctxlens.report.plots.tasks import examples
 
     panel = accuracy_vs_visible(df, ctx, "gamma", "position-weighted-qa", "Golden paragraph near the end with "

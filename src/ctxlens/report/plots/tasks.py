@@ -11,7 +11,7 @@ import pandas as pd
 from ctxlens.core.papers import heading
 from ctxlens.report.figures import Panel, figure, heatmap, log2_axis
 from ctxlens.report.plots._common import col, draw_lines, finish, mean_sem, numeric
-from ctxlens.report.registry import plotter
+from ctxlens.report.registry import Context, plotter
 from ctxlens.tasks.scoring import effective_length, length_means, sustained_length
 
 PAPER_ID = "long-sequence"  # the paper these sections reproduce (their place in the report)
@@ -55,7 +55,7 @@ def examples(df: pd.DataFrame, by: list[str]) -> tuple[str, pd.DataFrame]:
     return ("Example generations (expected outputs beside the model's text)", out)
 
 
-def _clip(v, n: int = 300):
+def _clip(v: object, n: int = 300) -> object:
     if not isinstance(v, str):
         return v
     return v if len(v) <= n else v[: n // 2] + " … " + v[-n // 2:]
@@ -63,7 +63,7 @@ def _clip(v, n: int = 300):
 
 @plotter("ruler", title="RULER: score per task and length, effective length", paper=f"{PAPER} Table 1, Tables 6-18",
          metrics=("score",), paper_id=PAPER_ID)
-def ruler(df, ctx):
+def ruler(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     rows = scored(numeric(df, "length"))
     per_task = _with_flags(mean_sem(rows, ["series", "task", "length"], "score"), numeric(df, "length"))
     records = numeric(df, "length").to_dict("records")
@@ -103,14 +103,14 @@ def ruler(df, ctx):
     return [first, second]
 
 
-def _k(v) -> str:
+def _k(v: float) -> str:
     v = float(v)
     return f"{v / 1024:g}K" if v >= 1024 else f"{v:g}"
 
 
 @plotter("niah-depth", title="Needle in a haystack: depth x length", paper=f"{PAPER} Tables 2-3", metrics=("score",),
          paper_id=PAPER_ID)
-def niah_depth(df, ctx):
+def niah_depth(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     rows = scored(numeric(df, "length", "depth", "depth_percent"))
     table = mean_sem(rows, ["series", "length", "depth"], "score")
     realised = rows.groupby(["series", "length", "depth"])["depth_percent"].mean().rename("realised_depth")
@@ -132,7 +132,7 @@ def niah_depth(df, ctx):
 
 @plotter("niah-format", title="Needle formats: haystack, key and value types", paper=f"{PAPER} Table 4",
          metrics=("score",), paper_id=PAPER_ID)
-def niah_format(df, ctx):
+def niah_format(df: pd.DataFrame, ctx: Context) -> list[Panel]:
     rows = scored(numeric(df, "length", "depth"))
     rows["format"] = [f"{h}-{k}-{v}" for h, k, v in zip(col(rows, "haystack"), col(rows, "key"), col(rows, "value"))]
     means = mean_sem(rows, ["series", "length", "format", "depth"], "score")
