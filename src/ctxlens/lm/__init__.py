@@ -39,5 +39,5 @@ if typing.TYPE_CHECKING:
     from ctxlens.lm.model import LM
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     return lazy.attribute(__name__, _WHERE, name, globals())

@@ -21,26 +21,42 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
+
 PREFIX = "ctxlens-"
 
+# An attention function of transformers' ``AttentionInterface``: (module, query, key, value, attention_mask,
+# ...) -> (attn_output [batch, q_len, heads, head_dim], attn_weights or None)
+AttentionFn = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+
+
+class Recorder(Protocol):
+    """What ``push`` takes: ``record`` gets each attention call's module and post-RoPE query
+    [batch, heads, q_len, head_dim] and key [batch, kv_heads, k_len, head_dim]."""
+
+    def record(self, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, /) -> None: ...
+
+
 # Active recorders, innermost last. A recorder is any object with a ``record(module, q, k)``.
-RECORDERS: list = []
+RECORDERS: list[Recorder] = []
 
 
-def push(recorder) -> None:
+def push(recorder: Recorder) -> None:
     RECORDERS.append(recorder)
 
 
-def pop(recorder) -> None:
+def pop(recorder: Recorder) -> None:
     RECORDERS.remove(recorder)
 
 
-def _eager_of(module: torch.nn.Module) -> Callable:
+def _eager_of(module: torch.nn.Module) -> AttentionFn:
     """The eager attention function defined next to ``module``'s class (transformers convention)."""
     return sys.modules[type(module).__module__].eager_attention_forward
 
@@ -48,23 +64,28 @@ def _eager_of(module: torch.nn.Module) -> Callable:
 SCORE_TERMS = ("position_bias", "alibi", "attention_bias")  # added to q k^T by the attention function
 
 
-def _note_scaling(module, kwargs: dict) -> None:
+def _note_scaling(module: torch.nn.Module, kwargs: dict[str, Any]) -> None:
     """Keep the softmax scale the model passes (opt scales q itself and passes 1.0), and the names
     of any extra terms it adds to the scores (inkling's position bias)."""
     if kwargs.get("scaling") is not None:
-        module._ctxlens_scaling = float(kwargs["scaling"])
-    module._ctxlens_score_terms = tuple(t for t in SCORE_TERMS if kwargs.get(t) is not None)
+        setattr(module, "_ctxlens_scaling", float(kwargs["scaling"]))  # noqa: B010 - nn.Module types its attributes
+    setattr(module, "_ctxlens_score_terms", tuple(t for t in SCORE_TERMS if kwargs.get(t) is not None))  # noqa: B010
 
 
-def scaling_of(module) -> float:
+def scaling_of(module: torch.nn.Module) -> float:
     """The scale the attention function applies to q k^T for ``module`` (after one forward)."""
     noted = getattr(module, "_ctxlens_scaling", None)
-    return noted if noted is not None else float(getattr(module, "scaling", module.head_dim ** -0.5))
+    if noted is not None:
+        return noted
+    head_dim: int = getattr(module, "head_dim")  # noqa: B009 - a foreign attention module's attribute
+    return float(getattr(module, "scaling", head_dim ** -0.5))
 
 
-def _recording(name: str, fn: Callable) -> Callable:
+def _recording(name: str, fn: AttentionFn) -> AttentionFn:
     """``fn`` preceded by handing (module, q, k) to the active recorders."""
-    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+    def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, *args: Any, **kwargs: Any
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
         _note_scaling(module, kwargs)
         for rec in RECORDERS:
             rec.record(module, query, key)
@@ -83,8 +104,10 @@ def wrap_in_place(name: str) -> str:
     return name
 
 
-def _make(base: str) -> Callable:
-    def attention(module, query, key, value, attention_mask, *args, **kwargs):
+def _make(base: str) -> AttentionFn:
+    def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, *args: Any, **kwargs: Any
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # query: [batch, heads, q_len, head_dim] post-RoPE; key/value: [batch, kv_heads, k_len, head_dim]
         _note_scaling(module, kwargs)
         for rec in RECORDERS:
@@ -107,7 +130,7 @@ def register(base: str = "sdpa") -> str:
     return name
 
 
-def install(model, base: str | None = None) -> str:
+def install(model: PreTrainedModel, base: str | None = None) -> str:
     """Route ``model``'s attention through the recording wrapper of its current implementation."""
     current = model.config._attn_implementation or "sdpa"
     if current.startswith(PREFIX):

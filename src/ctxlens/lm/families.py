@@ -25,12 +25,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.core.registry import Registry
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
 
 ANALYSES = ("residual", "token_loss", "qk", "rope", "head_mask")
 
@@ -73,7 +76,7 @@ class Family:
         refused = dict(self.unsupported)
         object.__setattr__(self, "supports", tuple(a for a in s if a not in refused))
 
-    def resid_mode(self, config, layer: int = 0) -> str:
+    def resid_mode(self, config: PretrainedConfig, layer: int = 0) -> str:
         if isinstance(self.resid, tuple):
             return self.resid[layer]
         return self.resid(config) if callable(self.resid) else self.resid
@@ -92,7 +95,7 @@ class Family:
 
 
 def softcap(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
-    def post(config, logits: torch.Tensor) -> torch.Tensor:
+    def post(config: PretrainedConfig, logits: torch.Tensor) -> torch.Tensor:  # logits [..., vocab]
         cap = getattr(config, attr, None)
         return logits if cap is None else torch.tanh(logits / cap) * cap
 
@@ -100,7 +103,7 @@ def softcap(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
 
 
 def scale(attr: str) -> Callable[[object, torch.Tensor], torch.Tensor]:
-    def post(config, logits: torch.Tensor) -> torch.Tensor:
+    def post(config: PretrainedConfig, logits: torch.Tensor) -> torch.Tensor:  # logits [..., vocab]
         return logits * getattr(config, attr, 1.0)
 
     return post

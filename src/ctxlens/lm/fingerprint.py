@@ -32,7 +32,12 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 CHUNK = 8 << 20  # bytes per read when hashing a weight file
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
@@ -80,7 +85,13 @@ def file_sha256(path: Path) -> str:
     return digest
 
 
-def _file_digest(path: Path, h) -> None:
+class _Hasher(Protocol):
+    """What ``_file_digest`` feeds: a ``hashlib`` hash object."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+def _file_digest(path: Path, h: _Hasher) -> None:
     h.update(f"{path.name}\0{path.stat().st_size}\0{file_sha256(path)}\0".encode())
 
 
@@ -107,7 +118,7 @@ def directory_fingerprint(directory: Path) -> str:
 GGUF = FULL + "gguf-"  # marks the fingerprint of a GGUF file: its own sha256
 
 
-def weights_fingerprint(model, weights: dict | None) -> str:
+def weights_fingerprint(model: PreTrainedModel, weights: Mapping[str, object] | None) -> str:
     """The fingerprint a run records of a loaded model: for a GGUF file, its own sha256 from ``weights``
     (the load's record, ``ModelInfo.weights``: format, quantization, file, digest); otherwise
     ``fingerprint(model)``."""
@@ -117,7 +128,7 @@ def weights_fingerprint(model, weights: dict | None) -> str:
     return fingerprint(model)
 
 
-def fingerprint(model) -> str:
+def fingerprint(model: PreTrainedModel) -> str:
     """Fingerprint of a loaded transformers model (``PreTrainedModel``), from where it was loaded."""
     source = Path(str(getattr(model.config, "_name_or_path", "") or ""))
     if source.is_dir():

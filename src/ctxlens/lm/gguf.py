@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import ctxlens.lm.fingerprint as fingerprint
 from ctxlens.core.errors import CtxlensError
@@ -184,7 +185,7 @@ def one_parse() -> Iterator[None]:
 
     made, original = {}, gguf.GGUFReader
 
-    def reader(path, mode: str = "r"):
+    def reader(path: str | os.PathLike[str], mode: str = "r") -> Any:  # a gguf.GGUFReader
         key = (os.path.realpath(path), mode)
         if key not in made:
             made[key] = original(path, mode)
@@ -240,19 +241,19 @@ def file_type(path: Path) -> str | None:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
-def _header_value(path: Path, key: str):
+def _header_value(path: Path, key: str) -> int | float | bool | None:
     """The scalar value of metadata ``key`` in GGUF file ``path`` (version 2 or 3), read key by key
     from the header; None when absent, not a scalar, or the header is not one this reads."""
     import struct
 
-    def read(f, fmt):
+    def read(f: BinaryIO, fmt: str) -> Any:  # what struct unpacks by fmt: int, float or bool
         size = struct.calcsize(fmt)
         data = f.read(size)
         if len(data) != size:
             raise EOFError
         return struct.unpack(fmt, data)[0]
 
-    def skip(f, kind):
+    def skip(f: BinaryIO, kind: int) -> None:
         if kind in _SCALARS:
             f.seek(struct.calcsize(_SCALARS[kind]), 1)
         elif kind == 8:
@@ -293,13 +294,13 @@ MAX_NESTING = 3  # arrays of arrays of ...
 class _Header:
     """A reader over GGUF ``path`` that refuses any count or length the file's size cannot hold."""
 
-    def __init__(self, f, size: int):
+    def __init__(self, f: BinaryIO, size: int):
         self.f, self.size = f, size
 
     def left(self) -> int:
         return self.size - self.f.tell()
 
-    def read(self, fmt: str):
+    def read(self, fmt: str) -> Any:  # what struct unpacks by fmt: int, float or bool
         import struct
 
         n = struct.calcsize(fmt)

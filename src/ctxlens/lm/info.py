@@ -18,13 +18,15 @@ import functools
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import ctxlens.lm.analysis.rope as _rope
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import known_family
 
 if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
+
     from ctxlens.lm.specs import Resolved
 
 
@@ -73,7 +75,7 @@ class ModelInfo:
         return ", ".join(p for p in parts if p)
 
 
-def _int(config, *names: str) -> int | None:
+def _int(config: PretrainedConfig, *names: str) -> int | None:
     for name in names:
         value = getattr(config, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -81,7 +83,7 @@ def _int(config, *names: str) -> int | None:
     return None
 
 
-def positions_limit(config) -> tuple[int | None, bool]:
+def positions_limit(config: PretrainedConfig) -> tuple[int | None, bool]:
     """(max positions, hard?) of a text config — hard for learned absolute positions, soft for RoPE."""
     for attr in ("n_positions", "max_seq_len"):
         if getattr(config, attr, None):
@@ -91,7 +93,7 @@ def positions_limit(config) -> tuple[int | None, bool]:
     return None, False
 
 
-def stated_train_length(config) -> int | None:
+def stated_train_length(config: PretrainedConfig) -> int | None:
     """The training length a config states: the ``original_max_position_embeddings`` of its RoPE
     scaling (the global layers' on a per-type model), else ``max_position_embeddings``."""
     config = _rope.text_config(config)
@@ -108,7 +110,7 @@ def stated_train_length(config) -> int | None:
 MAX_POSITIONS = 1 << 30  # positions or a training length beyond this: a config no model has (10**400 once)
 
 
-def info_from_config(config, train_length: int | None = None, origin: str = "") -> ModelInfo:
+def info_from_config(config: PretrainedConfig, train_length: int | None = None, origin: str = "") -> ModelInfo:
     """The ``ModelInfo`` of a (transformers) config; ``train_length``: what the model's source
     records (the zoo recipe), which wins over the config's statement."""
     text = _rope.text_config(config)
@@ -179,7 +181,7 @@ def _safetensors_dtypes(path: Path) -> set[str]:
 
 
 def model_config(spec: str | Resolved, trust_remote_code: bool = False,
-                 revision: str | None = None) -> tuple[Resolved, Any]:
+                 revision: str | None = None) -> tuple[Resolved, PretrainedConfig]:
     """(where ``spec`` resolves, a copy of its transformers config): the config is read once per process
     for a spec and options while its ``config.json`` is unchanged on disk (``read_info`` plans with it,
     ``load`` then builds the model from it), and each caller gets its own copy to change. ``spec``
@@ -200,7 +202,8 @@ def model_config(spec: str | Resolved, trust_remote_code: bool = False,
 
 
 @functools.lru_cache(maxsize=32)
-def _read_config(path: str, spec: str, trust_remote_code: bool, revision: str | None, stamp):
+def _read_config(path: str, spec: str, trust_remote_code: bool, revision: str | None,
+                 stamp: tuple[int, int] | None) -> PretrainedConfig:
     """The config transformers reads from ``path`` (``stamp``: its config.json's time and size, so an edit
     reads it again)."""
     from transformers import AutoConfig

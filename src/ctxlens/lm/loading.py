@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -26,13 +27,17 @@ from ctxlens.lm.info import model_config
 from ctxlens.lm.model import LM
 from ctxlens.lm.specs import RESOLVERS, Resolved, Resolver, resolve, resolved  # noqa: F401 - re-exported
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase  # checked as Any (pyproject)
+
 log = logging.getLogger(__name__)
 
-DTYPES = {"auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+DTYPES: dict[str, str | torch.dtype] = {
+    "auto": "auto", "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 
-def _dtype(dtype):
+def _dtype(dtype: str | torch.dtype) -> str | torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype not in DTYPES:
@@ -43,9 +48,9 @@ def _dtype(dtype):
 def load(
     spec: str | Resolved,
     *,
-    dtype="float32",
+    dtype: str | torch.dtype = "float32",
     device: str | None = None,
-    device_map=None,
+    device_map: placement.DeviceMap | None = None,
     offload_folder: str | None = None,
     attn_implementation: str = "sdpa",
     trust_remote_code: bool = False,
@@ -64,11 +69,11 @@ def load(
     """
     where, config = model_config(spec, trust_remote_code, revision)  # read once with read_info's
     source, spec = where.path, where.name
-    common = {"trust_remote_code": trust_remote_code, "revision": revision}
+    common: dict[str, Any] = {"trust_remote_code": trust_remote_code, "revision": revision}
     family = known_family(config.model_type)  # None: inferred from the loaded model below
     if family is None:
         require_decoder(config.model_type, spec)
-    kwargs = dict(common, dtype=_dtype(dtype))
+    kwargs: dict[str, Any] = dict(common, dtype=_dtype(dtype))
     placement.check_dtype(kwargs["dtype"], device, device_map)
     if family is None or family.interface:
         placement.check_attention(attn_implementation, device, device_map)
@@ -101,7 +106,7 @@ def require_decoder(model_type: str, spec: str) -> None:
                            "(any type in transformers' causal-LM mapping that is one).")
 
 
-def supported_attention(config, requested: str) -> str:
+def supported_attention(config: PretrainedConfig, requested: str) -> str:
     """``requested``, or eager when the model class refuses sdpa (gemma2's soft-capping).
 
     ctxlens records q/k in its own registered function either way, so the eager fallback
@@ -114,7 +119,8 @@ def supported_attention(config, requested: str) -> str:
     return requested
 
 
-def _tokenizer(source: str, common: dict, config=None):
+def _tokenizer(source: str, common: dict[str, Any], config: PretrainedConfig | None = None
+               ) -> PreTrainedTokenizerBase | None:
     """The tokenizer saved with the model (``config``: the model's, so transformers need not read it again)."""
     try:
         return AutoTokenizer.from_pretrained(source, **common, **({"config": config} if config is not None else {}))
@@ -123,14 +129,14 @@ def _tokenizer(source: str, common: dict, config=None):
         return None
 
 
-def from_model(model, tokenizer=None, name: str | None = None) -> LM:
+def from_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None = None, name: str | None = None) -> LM:
     """Wrap an already-built transformers model (e.g. ``from_config`` in tests) as an ``LM``."""
     placement.check_input_device(model, name or model.config.model_type)
     family = _adapter(model, known_family(model.config.model_type))
     return LM(model, tokenizer, family, name=name or model.config.model_type)
 
 
-def _adapter(model, family: Family | None) -> Family:
+def _adapter(model: PreTrainedModel, family: Family | None) -> Family:
     """Route attention through ctxlens and return the hand-written family, or one inferred and checked."""
     model.eval()
     if family is not None:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -26,6 +26,12 @@ from ctxlens.lm.families import Family
 from ctxlens.lm.info import ModelInfo, info_from_config, positions_limit, stated_train_length
 from ctxlens.lm.specs import Resolved
 
+if TYPE_CHECKING:
+    from transformers import Cache, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase  # Any (pyproject)
+
+# token ids as the forwards accept them: a [batch, seq] or [seq] tensor, or nested lists of ints
+TokenIds = torch.Tensor | Sequence[int] | Sequence[Sequence[int]]
+
 
 def submodule(module: torch.nn.Module, path: str | None) -> torch.nn.Module | None:
     """``module.get_submodule(path)`` (a dotted path: dbrx keeps attention at norm_attn_norm.attn),
@@ -38,7 +44,7 @@ def submodule(module: torch.nn.Module, path: str | None) -> torch.nn.Module | No
         return None
 
 
-def config_int(config, *names: str) -> int:
+def config_int(config: PretrainedConfig, *names: str) -> int:
     """The first of ``names`` the config sets to a number; 0 when none does, or when the value
     varies by layer (dots3_note's head counts: transformers refuses the global read)."""
     for name in names:
@@ -56,7 +62,7 @@ class RopeSnapshot:
     """A model's RoPE at one moment: its ``rope_parameters`` (``{layer_type: parameters}`` on a
     per-type model), ``max_position_embeddings`` and whether extrapolation was allowed."""
 
-    parameters: dict
+    parameters: dict[str, Any]  # a foreign config's rope_parameters
     max_positions: int | None
     extrapolate: bool
 
@@ -70,9 +76,12 @@ class LM:
     ``load`` resolved it (``ctxlens.lm.specs.Resolved``: where the files are, its kind and digest), so
     the layers above never resolve it again; None for a model wrapped by ``from_model``."""
 
-    def __init__(self, model, tokenizer, family: Family, name: str, train_length: int | None = None,
-                 origin: str = "", resolved: Resolved | None = None):
-        self.model, self.tokenizer, self.family, self.name = model, tokenizer, family, name
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | None, family: Family, name: str,
+                 train_length: int | None = None, origin: str = "", resolved: Resolved | None = None):
+        self.model, self.family, self.name = model, family, name
+        # a PreTrainedTokenizerBase, or None (``require_tokenizer``); Any so that the layers above, which call
+        # require_tokenizer first, need no narrowing (issue 46: tighten with them)
+        self.tokenizer: Any = tokenizer
         self.train_length, self.origin, self.resolved = train_length, origin, resolved
         self.config = model.config
         self.layers = model.get_submodule(family.layers)
@@ -213,7 +222,7 @@ class LM:
         self.extrapolate = allow
 
     # -- forward passes ------------------------------------------------------------------------
-    def _ids(self, input_ids) -> torch.Tensor:
+    def _ids(self, input_ids: TokenIds) -> torch.Tensor:
         ids = torch.as_tensor(input_ids, dtype=torch.long)
         if ids.ndim == 1:
             ids = ids[None]
@@ -224,7 +233,8 @@ class LM:
         self.check_length(ids.shape[1])
         return ids.to(self.device)
 
-    def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, cache=None):
+    def base_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     cache: Cache | None = None) -> Any:
         """The base model (no LM head) over [batch, seq] ids; returns its output object, whose
         ``last_hidden_state`` [batch, seq, d_model] is what the LM head reads. With ``cache`` (the
         model's own cache of earlier ids, ``ctxlens.lm.prefix_cache``) the ids continue it, and it is
@@ -245,19 +255,20 @@ class LM:
         return self.model.get_submodule(self.family.base) if self.family.base else self.model.base_model
 
     @torch.inference_mode()
-    def token_losses(self, input_ids, attention_mask=None, chunk: int | None = None) -> torch.Tensor:
+    def token_losses(self, input_ids: TokenIds, attention_mask: torch.Tensor | None = None,
+                     chunk: int | None = None) -> torch.Tensor:
         """[batch, seq-1] float32 nats; entry t is the loss of token t+1 given tokens 0..t."""
         ids = self._ids(input_ids)
         hidden = self.base_forward(ids, attention_mask).last_hidden_state  # [batch, seq, d_model]
         return self.nll_from_hidden(hidden[:, :-1], ids[:, 1:], chunk=chunk)
 
     @torch.inference_mode()
-    def final_hidden(self, input_ids) -> torch.Tensor:
+    def final_hidden(self, input_ids: TokenIds) -> torch.Tensor:
         """[batch, seq, d_model] final hidden states (after the final norm: what the LM head reads)
         of ids [batch, seq], checked like every forward (id range, length)."""
         return self.base_forward(self._ids(input_ids)).last_hidden_state
 
-    def last_states(self, input_ids, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def last_states(self, input_ids: TokenIds, block: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(final hidden state [batch, d_model], output of block ``block`` [batch, d_model] or None)
         at the last position of ids [batch, seq]: one forward (``ctxlens.lm.analysis.capture.last_states``)."""
         return _capture.last_states(self, self._ids(input_ids), block)
@@ -283,8 +294,8 @@ class LM:
                                        post=self._logits_post(), chunk=chunk)
 
     @torch.inference_mode()
-    def greedy(self, input_ids, max_new_tokens: int, pad_token_id: int, min_new_tokens: int = 0,
-               cache=None) -> torch.Tensor:
+    def greedy(self, input_ids: TokenIds, max_new_tokens: int, pad_token_id: int, min_new_tokens: int = 0,
+               cache: Cache | None = None) -> torch.Tensor:
         """[batch, seq + new] ids: the model's own greedy ``generate`` (its KV / recurrent cache) from
         ids [batch, seq], after the id checks and a length check of prompt + ``max_new_tokens``;
         ``min_new_tokens``: no end-of-text stop before that many new tokens; ``cache``: the model's
@@ -295,7 +306,7 @@ class LM:
         return self.model.generate(ids, max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                                    do_sample=False, pad_token_id=pad_token_id, **kwargs)
 
-    def capture(self, input_ids, **request) -> _capture.Capture:
+    def capture(self, input_ids: TokenIds, **request: Any) -> _capture.Capture:
         """One forward returning only the requested slices; see ``ctxlens.lm.analysis.capture.run_capture``."""
         return _capture.run_capture(self, self._ids(input_ids), **request)
 

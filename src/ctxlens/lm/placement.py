@@ -32,12 +32,13 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 AUTO_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+DeviceMap = str | int | torch.device | dict[str, str | int]  # a strategy, a device, or {module: device}
 FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
 
 
 # -- device maps ---------------------------------------------------------------------------------
 
-def device_map_option(device_map, offload_folder: str | None = None) -> dict:
+def device_map_option(device_map: DeviceMap, offload_folder: str | None = None) -> dict[str, object]:
     """``from_pretrained`` keyword arguments for ``device_map`` (a strategy name such as "auto", a
     device string, a {module: device} dict, or that dict as a JSON string, e.g. from the CLI)."""
     if importlib.util.find_spec("accelerate") is None:
@@ -57,7 +58,7 @@ def device_map_option(device_map, offload_folder: str | None = None) -> dict:
     elif not isinstance(device_map, (str, int, torch.device)):
         raise CtxlensError(f"A device map must be a strategy ({', '.join(AUTO_MAPS)}), a device, or a "
                            f"{{module: device}} mapping, got {type(device_map).__name__}.")
-    kwargs = {"device_map": device_map}
+    kwargs: dict[str, object] = {"device_map": device_map}
     if offload_folder:
         kwargs["offload_folder"] = str(offload_folder)
     return kwargs
@@ -104,7 +105,7 @@ def check_input_device(model: torch.nn.Module, name: str) -> None:
         )
 
 
-def capture_device(model: torch.nn.Module, out_device=None):
+def capture_device(model: torch.nn.Module, out_device: str | torch.device | None = None) -> str | torch.device | None:
     """Where captured slices go: ``out_device`` when given; the CPU for a model split over several
     placements; else None (they stay where the layer computed them)."""
     if out_device is not None:
@@ -121,13 +122,14 @@ def synchronize() -> None:
 
 # -- guards of the GPU-only paths -----------------------------------------------------------------
 
-def _wants_cuda(device: str | None, device_map) -> bool:
+def _wants_cuda(device: str | None, device_map: DeviceMap | None) -> bool:
     if device_map is not None:
         return torch.cuda.is_available()
     return (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda")
 
 
-def check_attention(attn_implementation: str | None, device: str | None, device_map=None) -> None:
+def check_attention(attn_implementation: str | None, device: str | None, device_map: DeviceMap | None = None
+                    ) -> None:
     """Clear errors for a flash-attention request on a machine that cannot run it."""
     impl = attn_implementation or "sdpa"
     if "flash" not in impl:
@@ -142,7 +144,7 @@ def check_attention(attn_implementation: str | None, device: str | None, device_
                            "machine, or use --attn-implementation sdpa.")
 
 
-def check_dtype(dtype, device: str | None, device_map=None) -> None:
+def check_dtype(dtype: str | torch.dtype, device: str | None, device_map: DeviceMap | None = None) -> None:
     """bfloat16 on a GPU that lacks it (before Ampere) is an error naming float16 instead."""
     if dtype is torch.bfloat16 and _wants_cuda(device, device_map) and not torch.cuda.is_bf16_supported():
         raise CtxlensError("This GPU does not support bfloat16; pass --dtype float16 (or float32).")

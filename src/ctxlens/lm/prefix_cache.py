@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from ctxlens.lm.model import LM
+    from transformers import Cache  # checked as Any (pyproject: follow_imports = "skip")
+
+    from ctxlens.lm.model import LM, TokenIds
 
 # Tokens per forward when a cache is continued. A causal attention kernel cannot take the cache's
 # offset, so a block of new tokens attends to the whole (cache + block) rectangle under a mask and
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 BLOCK = 512
 
 
-def prefill(lm: LM, ids, cache=None):
+def prefill(lm: LM, ids: TokenIds, cache: Cache | None = None) -> Cache | None:
     """The cache after ids [n] or [batch, n], continuing ``cache`` (extended in place; None: a
     fresh one, from one causal forward); a continuation runs in blocks of ``BLOCK`` tokens. The
     decoder runs without the LM head, so no logits are computed."""
@@ -49,7 +51,7 @@ def prefill(lm: LM, ids, cache=None):
     return cache
 
 
-def copied(cache, keep: int, length: int, batch: int = 1):
+def copied(cache: Cache, keep: int, length: int, batch: int = 1) -> Cache:
     """A copy of ``cache`` (over ``length`` tokens) cut to its first ``keep`` tokens and repeated to
     ``batch`` rows; the original is untouched. Cutting needs ``croppable(cache)``."""
     out = copy.deepcopy(cache)
@@ -60,7 +62,7 @@ def copied(cache, keep: int, length: int, batch: int = 1):
     return out
 
 
-def croppable(cache) -> bool:
+def croppable(cache: Cache) -> bool:
     """Whether every layer of ``cache`` keeps all its past tokens, so it can be cut back to a
     shorter prefix: full attention yes; a sliding window (only its last tokens kept) or a
     recurrent state no."""
@@ -68,7 +70,7 @@ def croppable(cache) -> bool:
                for layer in getattr(cache, "layers", [None]))
 
 
-def nbytes(cache) -> int:
+def nbytes(cache: Cache) -> int:
     """Bytes held by the tensors of ``cache``'s layers (keys, values, states)."""
     total = 0
     for layer in getattr(cache, "layers", []):

@@ -11,9 +11,9 @@ goes to the CPU as soon as it is taken (``ctxlens.lm.placement.capture_device``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -22,10 +22,15 @@ from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.analysis.forward import QKRecorder, Stop, run_forward
 
 if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
     from ctxlens.lm.analysis.face import LMFace
 
+# capture positions: None (all), a slice, or indices (negatives count from the end)
+Positions = slice | Sequence[int] | torch.Tensor | None
 
-def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:
+
+def normalize_positions(positions: Positions, seq_len: int) -> torch.Tensor | None:
     """None (all positions) or a sorted-as-given LongTensor of indices in [0, seq_len)."""
     if positions is None:
         return None
@@ -41,7 +46,7 @@ def normalize_positions(positions, seq_len: int) -> torch.Tensor | None:
     return idx
 
 
-def _take(x: torch.Tensor, idx: torch.Tensor | None, dim: int, out_device) -> torch.Tensor:
+def _take(x: torch.Tensor, idx: torch.Tensor | None, dim: int, out_device: str | torch.device | None) -> torch.Tensor:
     y = x if idx is None else x.index_select(dim, idx.to(x.device))
     y = y.detach()
     if out_device is not None and y.device != torch.device(out_device):
@@ -51,7 +56,7 @@ def _take(x: torch.Tensor, idx: torch.Tensor | None, dim: int, out_device) -> to
     return y
 
 
-class _Expanded(Mapping):
+class _Expanded(Mapping[int, torch.Tensor]):
     """keys[layer] as [batch, heads, n, head_dim]: kv heads repeated for grouped-query attention."""
 
     def __init__(self, raw: dict[int, torch.Tensor], n_heads: int):
@@ -62,7 +67,7 @@ class _Expanded(Mapping):
         groups = self.n_heads // k.shape[1]
         return k if groups == 1 else k.repeat_interleave(groups, dim=1)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self.raw)
 
     def __len__(self) -> int:
@@ -103,7 +108,7 @@ def _layer_list(lm: LMFace, req: Iterable[int] | int | str | None) -> list[int]:
     return lm.layer_indices(listed)
 
 
-def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
+def _hidden_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
     if args:
         return args[0]
     for name in ("hidden_states", "activations", "hidden", "x", "input"):
@@ -112,7 +117,7 @@ def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor:
     raise RuntimeError("could not find the hidden-state argument of a hooked module")
 
 
-def _first(out) -> torch.Tensor:
+def _first(out: Any) -> torch.Tensor:  # a module's output: a tensor, or a tuple / list led by one
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
@@ -122,10 +127,10 @@ def run_capture(
     *,
     residual: Sequence[int] | str | None = None,
     block: Sequence[int] | str | None = None,
-    positions=None,
+    positions: Positions = None,
     qk: Sequence[int] | int | None = None,
-    query_positions=None,
-    key_positions=None,
+    query_positions: Positions = None,
+    key_positions: Positions = None,
     attention_mask: torch.Tensor | None = None,
     out_device: str | torch.device | None = None,
 ) -> Capture:
@@ -157,12 +162,13 @@ def run_capture(
         raise CtxlensError("Nothing to capture; ask for residual, block or qk layers.")
     recorder = None  # q/k of qk_layers, recorded by the attention function
     if qk_layers:
-        def keep_qk(layer: int, module, query: torch.Tensor, key: torch.Tensor) -> None:
+        def keep_qk(layer: int, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
             cap.queries[layer] = _take(query, cap.query_positions, 2, out_device)
             cap.kv_keys[layer] = _take(key, cap.key_positions, 2, out_device)
 
         recorder = QKRecorder(lm, qk_layers, keep_qk)
-    handles, pending = [], {}
+    handles: list[RemovableHandle] = []
+    pending: dict[int, torch.Tensor] = {}
 
     def stop_if_last(layer: int) -> None:
         if layer == last:
@@ -173,36 +179,37 @@ def run_capture(
         mode = lm.family.resid_mode(lm.model.config, layer)
         want_res, want_blk = layer in res_layers, layer in blk_layers
         if want_res and mode == "in":
-            def block_in(m, args, kwargs, layer=layer):
+            def block_in(m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], layer: int = layer) -> None:
                 cap.residual[layer] = _take(_hidden_arg(args, kwargs), pos, 1, out_device)
 
             handles.append(module.register_forward_pre_hook(block_in, with_kwargs=True))
         if want_res and mode.startswith("pre:"):
             sub = module.get_submodule(mode[4:])
 
-            def pre(m, args, kwargs, layer=layer):
+            def pre(m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], layer: int = layer) -> None:
                 cap.residual[layer] = _take(_hidden_arg(args, kwargs), pos, 1, out_device)
 
             handles.append(sub.register_forward_pre_hook(pre, with_kwargs=True))
         if want_res and mode.startswith("post:"):
-            def sub_out(m, args, out, layer=layer):
+            def sub_out(m: torch.nn.Module, args: tuple[Any, ...], out: Any, layer: int = layer) -> None:
                 cap.residual[layer] = _take(_first(out), pos, 1, out_device)
 
             handles.append(module.get_submodule(mode[5:]).register_forward_hook(sub_out))
         if want_res and mode.startswith("sum:"):
             sub = module.get_submodule(mode[4:])
 
-            def layer_in(m, args, kwargs, layer=layer):
+            def layer_in(m: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], layer: int = layer) -> None:
                 pending[layer] = _take(_hidden_arg(args, kwargs), pos, 1, None)
 
-            def mixer_out(m, args, out, layer=layer):
+            def mixer_out(m: torch.nn.Module, args: tuple[Any, ...], out: Any, layer: int = layer) -> None:
                 x = pending.pop(layer)
                 cap.residual[layer] = _take(x + _take(_first(out), pos, 1, None), None, 1, out_device)
 
             handles.append(module.register_forward_pre_hook(layer_in, with_kwargs=True))
             handles.append(sub.register_forward_hook(mixer_out))
 
-        def post(m, args, out, layer=layer, want_res=want_res, want_blk=want_blk, mode=mode):
+        def post(m: torch.nn.Module, args: tuple[Any, ...], out: Any, layer: int = layer, want_res: bool = want_res,
+                 want_blk: bool = want_blk, mode: str = mode) -> None:
             h = _first(out)
             if want_blk:
                 cap.block[layer] = _take(h, pos, 1, out_device)
@@ -228,11 +235,12 @@ def last_states(lm: LMFace, input_ids: torch.Tensor,
     [batch, d_model] or None) at the last position of input_ids [batch, seq]: one full forward
     (the final state needs every layer), with a hook on ``block`` when one is asked for."""
     grabbed: list[torch.Tensor] = []
-    hooks = []
+    hooks: list[RemovableHandle] = []
     if block is not None:
-        def grab(module, args, out):
+        def grab(module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
             grabbed.append(_first(out)[:, -1])  # [batch, d_model]
 
         hooks.append(lm.layers[block].register_forward_hook(grab))
     out = run_forward(lm, input_ids, hooks=hooks)
+    assert out is not None  # no hook here raises Stop
     return out.last_hidden_state[:, -1], (grabbed[-1] if grabbed else None)

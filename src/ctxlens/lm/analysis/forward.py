@@ -20,15 +20,22 @@ import ctxlens.lm.attention as attn_fn
 from ctxlens.core.errors import CtxlensError
 
 if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+    from transformers.utils import ModelOutput  # checked as Any (pyproject: follow_imports = "skip")
+
     from ctxlens.lm.analysis.face import LMFace
+
+# on_layer(layer, attention module, post-RoPE q [batch, heads, seq, d], k [batch, kv_heads, seq, d])
+OnLayer = Callable[[int, torch.nn.Module, torch.Tensor, torch.Tensor], None]
 
 
 class Stop(Exception):
     """Raised by a hook or a recorder to end the forward early."""
 
 
-def run_forward(lm: LMFace, input_ids: torch.Tensor, *, hooks: Sequence = (), recorder=None,
-                attention_mask: torch.Tensor | None = None):
+def run_forward(lm: LMFace, input_ids: torch.Tensor, *, hooks: Sequence[RemovableHandle] = (),
+                recorder: attn_fn.Recorder | None = None,
+                attention_mask: torch.Tensor | None = None) -> ModelOutput | None:
     """``lm.base_forward`` of input_ids [batch, seq] in inference mode with ``hooks`` (handles of
     hooks already registered) and ``recorder`` (pushed on the attention function) live.
 
@@ -54,13 +61,13 @@ class QKRecorder:
     function and calls ``on_layer(layer, module, q, k)`` once for each of ``layers``; with
     ``stop_after_last`` it raises ``Stop`` once every layer has been seen."""
 
-    def __init__(self, lm: LMFace, layers: Sequence[int], on_layer: Callable, stop_after_last: bool = False):
+    def __init__(self, lm: LMFace, layers: Sequence[int], on_layer: OnLayer, stop_after_last: bool = False):
         self.lm, self.on_layer, self.stop_after_last = lm, on_layer, stop_after_last
         self.layers = sorted(set(layers))
         self.modules = {id(lm.attention(layer)): layer for layer in self.layers}
         self.seen: list[int] = []
 
-    def record(self, module, query: torch.Tensor, key: torch.Tensor) -> None:
+    def record(self, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
         layer = self.modules.get(id(module))
         if layer is None or layer in self.seen:
             return

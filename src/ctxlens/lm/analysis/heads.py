@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ctxlens.core.errors import CtxlensError
 
 if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+
     from ctxlens.lm.analysis.face import LMFace
 
 
@@ -31,7 +33,7 @@ def head_gate(n_heads: int, head_dim: int, heads: Sequence[int], like: torch.Ten
 def mask_heads(lm: LMFace, heads: Mapping[int, Sequence[int]]) -> Iterator[None]:
     """Within the block, heads ``{layer: [head, ...]}`` of ``lm`` output zero."""
     lm.family.require("head_mask", lm.name)
-    handles = []
+    handles: list[RemovableHandle] = []
     try:
         for layer, hs in heads.items():
             hs = sorted(set(int(h) for h in hs))
@@ -44,7 +46,7 @@ def mask_heads(lm: LMFace, heads: Mapping[int, Sequence[int]]) -> Iterator[None]
                 raise CtxlensError(f"Heads {bad} do not exist; this model has heads 0..{lm.n_heads - 1} per layer.")
             proj = lm.out_proj(layer)
 
-            def pre(module, args, hs=hs):
+            def pre(module: torch.nn.Module, args: tuple[Any, ...], hs: list[int] = hs) -> tuple[Any, ...]:
                 x = args[0]  # [batch, seq, heads * head_dim]
                 gate = head_gate(lm.n_heads, x.shape[-1] // lm.n_heads, hs, x)
                 return (x * gate,) + tuple(args[1:])

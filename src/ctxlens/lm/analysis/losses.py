@@ -7,6 +7,7 @@ so peak memory holds ``chunk x vocab`` logits instead of ``seq x vocab``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -18,9 +19,11 @@ def chunk_size(vocab: int, batch: int, budget: int = 1 << 25) -> int:
 
 
 def nll_from_hidden(
-    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, post=None, chunk: int | None = None
+    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module,
+    post: Callable[[torch.Tensor], torch.Tensor] | None = None, chunk: int | None = None
 ) -> torch.Tensor:
-    """hidden [batch, n, d_model], targets [batch, n] -> nats [batch, n] (float32)."""
+    """hidden [batch, n, d_model], targets [batch, n] -> nats [batch, n] (float32); ``post``: the family's
+    logit post-processing of logits [batch, chunk, vocab]."""
     b, n, _ = hidden.shape
     # at least 4 chunks, so a short input never holds its logits and their log-softmax at once
     vocab = cast(torch.Tensor, head.weight).shape[0]  # LM head weight [vocab, d_model]

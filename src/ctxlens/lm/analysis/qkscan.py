@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ctxlens.lm.analysis.face import LMFace
 
 
-def layer_window(lm: LMFace, module) -> int | None:
+def layer_window(lm: LMFace, module: torch.nn.Module) -> int | None:
     """The sliding window of an attention module (keys with m - n >= window are not seen), or None."""
     window = getattr(module, "sliding_window", None)
     config = text_config(lm.model)
@@ -113,9 +113,10 @@ class QKView:
                                          self.layout, self.rotary_dims)
         return self._k_grouped
 
-    def probs(self, qpos: torch.Tensor, **kw) -> torch.Tensor:
-        """Attention probabilities [H, c, n] of queries at qpos, as the model computes them."""
-        z = self.logits(qpos, **kw) * self.scaling
+    def probs(self, qpos: torch.Tensor, *, n_keys: int | None = None, q: torch.Tensor | None = None,
+              k: torch.Tensor | None = None) -> torch.Tensor:
+        """Attention probabilities [H, c, n] of queries at qpos, as the model computes them (``logits``' options)."""
+        z = self.logits(qpos, n_keys, q, k) * self.scaling
         if self.softcap:
             z = torch.tanh(z / self.softcap) * self.softcap
         return torch.softmax(z, dim=-1)
@@ -129,7 +130,7 @@ def scan_qk(lm: LMFace, ids: torch.Tensor, layers: Sequence[int], fn: Callable[[
     se = _se.active(lm)
     layout = cast(str, lm.family.rope_layout)  # set on every family that supports rope (required above)
 
-    def on_layer(layer: int, module, query: torch.Tensor, key: torch.Tensor) -> None:
+    def on_layer(layer: int, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
         inv_freq = lm.inv_freq(layer)  # [n_pairs] of this layer's type
         fn(QKView(layer, query[0].float(), key[0].float(), attn_fn.scaling_of(module), layer_softcap(lm, module),
                   layer_window(lm, module), se, inv_freq, layout, 2 * inv_freq.numel(), lm.layer_type(layer)))

@@ -23,6 +23,7 @@ import contextlib
 import copy
 import inspect
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
@@ -30,15 +31,21 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.lm.placement import execution_device
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
+
+# a config's rope_parameters, or one layer type's entry of them: {"rope_type": ..., "rope_theta": ..., ...}
+RopeParameters = dict[str, Any]
+
 ROPE_TYPES = ("default", *ROPE_INIT_FUNCTIONS)
 TARGETS = ("global", "sliding", "all")  # or one layer type by name, e.g. "sliding_attention"
 GLOBAL, SLIDING = "full_attention", "sliding_attention"
 
 
 # -- where the RoPE of a layer lives -------------------------------------------------------------
-def text_config(model_or_config):
+def text_config(model_or_config: torch.nn.Module | PretrainedConfig) -> PretrainedConfig:
     """The config of the text model (``text_config`` of a multimodal model such as gemma3)."""
-    config = getattr(model_or_config, "config", model_or_config)
+    config: PretrainedConfig = getattr(model_or_config, "config", model_or_config)
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
@@ -50,7 +57,7 @@ def rotary_modules(model: torch.nn.Module, under: str = "") -> list[tuple[str, t
             if n.startswith(prefix) and type(m).__name__.endswith("RotaryEmbedding")]
 
 
-def rope_keys(config) -> list[str]:
+def rope_keys(config: PretrainedConfig) -> list[str]:
     """The layer types that carry their own RoPE parameters (transformers' nested
     ``rope_parameters``), or [] when one RoPE serves every layer."""
     params = getattr(config, "rope_parameters", None)
@@ -64,7 +71,7 @@ def rope_keys(config) -> list[str]:
     return [key for key in params if key in labels]
 
 
-def layer_type(config, layer: int) -> str:
+def layer_type(config: PretrainedConfig, layer: int) -> str:
     """The attention type of ``layer``: ``config.layer_types[layer]``; a model without layer types
     is ``sliding_attention`` when its config sets a window for every layer (mistral), else
     ``full_attention``."""
@@ -74,7 +81,7 @@ def layer_type(config, layer: int) -> str:
     return SLIDING if getattr(config, "sliding_window", None) else GLOBAL
 
 
-def layer_parameters(config, layer: int) -> dict | None:
+def layer_parameters(config: PretrainedConfig, layer: int) -> RopeParameters | None:
     """The RoPE parameters ``layer`` uses (None for a layer type without RoPE)."""
     keys = rope_keys(config)
     if not keys:
@@ -102,7 +109,7 @@ def inv_freq(model: torch.nn.Module, layer: int, under: str = "") -> torch.Tenso
 
 
 # -- editing ---------------------------------------------------------------------------------------
-def edited_parameters(params: dict, theta: float | None, scaling: dict | None) -> dict:
+def edited_parameters(params: RopeParameters, theta: float | None, scaling: RopeParameters | None) -> RopeParameters:
     """A copy of ``rope_parameters`` with a new theta and/or scaling (``{"rope_type": ..., ...}``)."""
     new = dict(params)
     if theta is not None:
@@ -131,7 +138,7 @@ def _matches(target: str, kind: str) -> bool:
     return kind == target
 
 
-def target_types(config, layers: str | None, n_layers: int) -> list[str] | None:
+def target_types(config: PretrainedConfig, layers: str | None, n_layers: int) -> list[str] | None:
     """The layer types a change with target ``layers`` edits: their names for a model with a RoPE
     per layer type (default: the global layers), None for a model whose one RoPE serves all layers
     (default or a target that covers all of them), or a clear error."""
@@ -152,15 +159,15 @@ def target_types(config, layers: str | None, n_layers: int) -> list[str] | None:
     return None
 
 
-def _build(cls, config, device):
+def _build(cls: type[torch.nn.Module], config: PretrainedConfig, device: torch.device) -> torch.nn.Module:
     params = inspect.signature(cls.__init__).parameters
-    kwargs = {"config": config} if "config" in params else {}
+    kwargs: dict[str, object] = {"config": config} if "config" in params else {}
     if "device" in params:
         kwargs["device"] = device
     return cls(**kwargs).to(device)
 
 
-def _rebuild(model: torch.nn.Module, config, new: dict, under: str) -> None:
+def _rebuild(model: torch.nn.Module, config: PretrainedConfig, new: RopeParameters, under: str) -> None:
     """Set ``config.rope_parameters = new``, validate, rebuild the rotary modules; on failure the
     config is restored and nothing changed."""
     mods = rotary_modules(model, under)
@@ -179,8 +186,8 @@ def _rebuild(model: torch.nn.Module, config, new: dict, under: str) -> None:
         setattr(model.get_submodule(parent_name), attr, module)
 
 
-def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict | None = None,
-             layers: str | None = None, under: str = "", n_layers: int | None = None) -> dict:
+def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: RopeParameters | None = None,
+             layers: str | None = None, under: str = "", n_layers: int | None = None) -> RopeParameters:
     """Edit ``model``'s RoPE in place. Returns the new parameters of what changed: the flat
     ``rope_parameters`` of a one-RoPE model, ``{layer_type: parameters}`` of the changed types
     of a model with a RoPE per layer type. ``layers``: see ``target_types``."""
@@ -209,7 +216,7 @@ def set_rope(model: torch.nn.Module, theta: float | None = None, scaling: dict |
     return {kind: dict(config.rope_parameters[kind]) for kind in chosen}
 
 
-def restore_rope(model: torch.nn.Module, params: dict, under: str = "") -> None:
+def restore_rope(model: torch.nn.Module, params: RopeParameters, under: str = "") -> None:
     """Put back a whole ``rope_parameters`` (as read before a change) and rebuild the rotary modules."""
     _rebuild(model, text_config(model), copy.deepcopy(params), under)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
@@ -121,7 +121,8 @@ class _Override:
         return _rope.inv_freq(self.model, self.layer, self.under)
 
 
-def selfextend_scores(q, k, qpos, kpos, se: SelfExtend, inv_freq, layout: str, rotary_dims: int,
+def selfextend_scores(q: torch.Tensor, k: torch.Tensor, qpos: torch.Tensor, kpos: torch.Tensor, se: SelfExtend,
+                      inv_freq: torch.Tensor, layout: str, rotary_dims: int,
                       k_grouped: torch.Tensor | None = None) -> torch.Tensor:
     """Unscaled logits [B, H, c, n] of post-RoPE q [B, H, c, d] at qpos [c] against k [B, KVH, n, d]
     at kpos [n] under SelfExtend: neighbour scores below the window, grouped ones beyond it.
@@ -133,7 +134,9 @@ def selfextend_scores(q, k, qpos, kpos, se: SelfExtend, inv_freq, layout: str, r
     return torch.where(near, scores(q, k), scores(q_grouped, k_grouped))
 
 
-def _selfextend_attention(module, query, key, value, attention_mask, ov: _Override, scaling=None, softcap=None):
+def _selfextend_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: torch.Tensor | None, ov: _Override, scaling: float | None = None,
+                          softcap: float | None = None) -> tuple[torch.Tensor, None]:
     """query [B, H, q, d], key/value [B, KVH, k, d] post-RoPE -> output [B, q, H, d]."""
     b, h, q_len, d = query.shape
     k_len = key.shape[2]
@@ -160,7 +163,9 @@ def _selfextend_attention(module, query, key, value, attention_mask, ov: _Overri
     return out.transpose(1, 2).contiguous(), None
 
 
-def _positional_attention(module, query, key, value, attention_mask, *args, **kwargs):
+def _positional_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          attention_mask: torch.Tensor | None, *args: Any, **kwargs: Any
+                          ) -> tuple[torch.Tensor, torch.Tensor | None]:
     ov: _Override | None = getattr(module, _ATTR, None)
     if ov is not None and ov.edit is not None:
         query, key = ov.edit(query, key)
