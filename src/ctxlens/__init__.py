@@ -5,13 +5,15 @@
 without importing ``ctxlens.zoo`` first (``ctxlens.lm.specs.ENTRY_POINTS``).
 """
 
+from typing import Any
+
 from ctxlens.core.errors import CtxlensError
 
 __version__ = "0.1.0"
 __all__ = ["CtxlensError", "LM", "families", "load", "__version__"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:  # LM (a class), families (a module), load (a function)
     if name in ("LM", "families", "load"):
         import importlib
 

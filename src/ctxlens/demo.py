@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def suite() -> list[Step]:
 
 
 # ------------------------------------------------------------------------------- models
-def trained_zoo(names=ZOO_NAMES) -> tuple[dict[str, str], list[str]]:
+def trained_zoo(names: Sequence[str] = ZOO_NAMES) -> tuple[dict[str, str], list[str]]:
     """({name: "zoo:NAME"} of the trained zoo models, [names not trained])."""
     from ctxlens.zoo.registry import trained_path
 

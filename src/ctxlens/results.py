@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ctxlens.core import files, schema, yaml_safe
 from ctxlens.core.errors import CtxlensError
 from ctxlens.row_access import current, declared_rows
 from ctxlens.runner.store import read_results, read_rows, results_files
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RUN_COLUMN = "run_dir"
 
@@ -84,7 +88,7 @@ def run_dirs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Pat
     return list(dict.fromkeys(found))
 
 
-def text_safe(value):
+def text_safe(value: Any) -> Any:  # whatever JSON or YAML holds, of the same shape
     """``value`` with every lone surrogate (valid in JSON, not encodable in UTF-8) replaced by U+FFFD,
     in strings, keys and nested containers: whatever a row holds can be written out."""
     if isinstance(value, str):
@@ -162,7 +166,7 @@ def read_runs(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Ru
     return [read_run(p) for p in run_dirs(paths)]
 
 
-def frame(runs: list[Run]):
+def frame(runs: list[Run]) -> pd.DataFrame:
     """The rows of ``runs`` as one DataFrame with a ``run_dir`` column (missing cells: NaN/None)."""
     import pandas as pd
 
@@ -170,7 +174,7 @@ def frame(runs: list[Run]):
     return pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=["model", "experiment", RUN_COLUMN])
 
 
-def load(paths: str | os.PathLike | Iterable[str | os.PathLike]):
+def load(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
     """Committed rows of one or more run directories (or folders of them) as a pandas DataFrame."""
     return frame(read_runs(paths))
 
@@ -201,7 +205,7 @@ def _amount(value: object) -> int | float | None:
     return value if 0 <= value < float("inf") else None
 
 
-def _profile_states(runs: list[Run]):
+def _profile_states(runs: list[Run]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(model spec, its state) of every readable ``profile.json`` the ``runs`` belong to (of a version this
     ctxlens reads: ``core.schema.check_version``)."""
     for root in dict.fromkeys(run.path.parent.parent for run in runs):
@@ -268,7 +272,8 @@ def part_setups(runs: list[Run]) -> dict[str, dict[str, dict[str, str]]]:
                                                             "transformers": packages.get("transformers"),
                                                             "torch": packages.get("torch")})
     for spec, state in _profile_states(runs):
-        for part in state.get("parts") if isinstance(state.get("parts"), list) else ():
+        recorded_parts = state.get("parts")
+        for part in recorded_parts if isinstance(recorded_parts, list) else ():
             if isinstance(part, dict) and isinstance(part.get("provenance"), dict):
                 recorded = {k: v for k, v in part["provenance"].items() if isinstance(v, str) and v}
                 seen.setdefault(spec, {}).setdefault(str(part.get("experiment")), {}).update(

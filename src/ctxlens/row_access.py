@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ctxlens.core.declared_names import NAMES
 from ctxlens.core.errors import CtxlensError
@@ -95,7 +96,7 @@ def declared_names(experiment: str) -> frozenset[str]:
     return names
 
 
-class Row(dict):
+class Row(dict[str, Any]):
     """A committed row of a declared experiment: a dict that refuses to read an undeclared column."""
 
     __slots__ = ("experiment", "names")
@@ -111,19 +112,20 @@ class Row(dict):
                                "not declare" + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
                                + "; read a declared column, or declare it in the experiment's columns=(...).")
 
-    def __getitem__(self, name):
+    def __getitem__(self, name: str) -> Any:  # a row's values are JSON's
         self._declared(name)
         return super().__getitem__(name)
 
-    def get(self, name, default=None):
+    def get(self, name: str, default: Any = None) -> Any:
         self._declared(name)
         return super().get(name, default)
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         self._declared(name)
         return super().__contains__(name)
 
-    def __reduce__(self):  # copy and pickle keep the declaration
+    def __reduce__(self) -> tuple[type[Row], tuple[dict[str, Any], str, frozenset[str]]]:
+        # copy and pickle keep the declaration
         return (Row, (dict(self), self.experiment, self.names))
 
 

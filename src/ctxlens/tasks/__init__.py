@@ -18,32 +18,37 @@ RULER's 13 tasks are a fact of the long-sequence paper, ``ctxlens.core.papers.RU
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ctxlens.core.papers import RULER_TASKS
 from ctxlens.tasks.base import HELPERS, load_builtin  # noqa: F401 - re-exported (defined by the registry's module)
+
+if TYPE_CHECKING:
+    from ctxlens.tasks.base import Sample, Task
 
 __all__ = ["generate", "get_task", "tasks", "score", "RULER_TASKS"]
 
 
-def tasks() -> dict:
+def tasks() -> dict[str, Task]:
     """Every registered task by name."""
     from ctxlens.tasks.base import TASKS
 
     return TASKS.as_dict()
 
 
-def get_task(name: str):
+def get_task(name: str) -> Task:
     from ctxlens.tasks.base import get_task as _get
 
     return _get(name)
 
 
-def generate(*args, **kwargs):
+def generate(*args: Any, **kwargs: Any) -> list[Sample]:  # ctxlens.tasks.dataset.generate's arguments
     from ctxlens.tasks.dataset import generate as _generate
 
     return _generate(*args, **kwargs)
 
 
-def score(*args, **kwargs):
+def score(*args: Any, **kwargs: Any) -> float:  # ctxlens.tasks.scoring.score's arguments
     from ctxlens.tasks.scoring import score as _score
 
     return _score(*args, **kwargs)

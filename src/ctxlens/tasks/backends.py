@@ -43,7 +43,10 @@ from ctxlens.lm.prefix_cache import copied, prefill, reuse_problem
 from ctxlens.tasks.prefix import PrefixStore, common_length, shared_lengths
 
 if typing.TYPE_CHECKING:
+    from transformers import Cache, GenerationConfig, PreTrainedModel  # checked as Any (pyproject)
+
     from ctxlens.lm.model import LM
+    from ctxlens.tasks.tokenizer import TaskTokenizer
 
 Backend = typing.Literal["transformers", "vllm", "openai"]
 BACKENDS = typing.get_args(Backend)
@@ -60,13 +63,13 @@ class Answer:
 
 
 def _gather(n: int, done: Mapping[int, typing.Any] | None, on_done: Callable[[int, typing.Any], None] | None,
-            run: Callable[[list[int], Callable[[int, typing.Any], None]], None]) -> list:
+            run: Callable[[list[int], Callable[[int, typing.Any], None]], None]) -> list[typing.Any]:
     """``n`` answers in order: those in ``done`` (index -> answer) taken as given, the others from
     ``run(todo, finished)``, each reported to ``on_done`` as ``finished`` hears of it."""
     done = done or {}
     out = [done.get(i) for i in range(n)]
 
-    def finished(i: int, answer) -> None:
+    def finished(i: int, answer: typing.Any) -> None:
         out[i] = answer
         if on_done is not None:
             on_done(i, answer)
@@ -99,7 +102,7 @@ class Decoder(abc.ABC):
         ``finished(i, text)`` for each."""
 
 
-def _eos_ids(model, tokenizer) -> set[int]:
+def _eos_ids(model: PreTrainedModel, tokenizer: TaskTokenizer | None) -> set[int]:
     ids: set[int] = set()
     for source in (getattr(model, "generation_config", None), tokenizer):
         value = getattr(source, "eos_token_id", None)
@@ -118,7 +121,7 @@ class TransformersBackend(Decoder):
 
     name = "transformers"
 
-    def __init__(self, lm: LM, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20):
+    def __init__(self, lm: LM, batch_size: int = 8, share_prefix: bool = True, prefix_bytes: int = 512 << 20) -> None:
         lm.require_tokenizer("task generation")
         if batch_size < 1:
             raise CtxlensError(f"batch_size must be at least 1, got {batch_size}.")
@@ -127,6 +130,13 @@ class TransformersBackend(Decoder):
         self.share_prefix, self.store = share_prefix, PrefixStore(prefix_bytes)
         self.no_sharing: str | None = None  # why the model's cache cannot be reused ('' when it can); None: unchecked
         self.prefill_tokens = 0  # prompt tokens run through the model (shared prefixes once)
+
+    @property
+    def tokenizer(self) -> TaskTokenizer:
+        """``lm``'s tokenizer (read at each use), which ``__init__`` required."""
+        tokenizer = self.lm.tokenizer
+        assert tokenizer is not None  # lm.require_tokenizer refused a model without one
+        return tokenizer
 
     def sharing(self) -> bool:
         """Whether prefixes are shared: asked for, and the model's cache passes the reuse check (once)."""
@@ -180,7 +190,7 @@ class TransformersBackend(Decoder):
             groups[(len(prompts[i]), int(budgets[i]))].append(i)
         shared = shared_lengths(prompts) if self.sharing() else [0] * len(prompts)
         moved = argmax_moved(self.lm.model, self._config(1))  # decoding off the raw argmax proves nothing
-        decode = self.lm.tokenizer.decode
+        decode = self.tokenizer.decode
         for (length, budget), members in groups.items():
             self.lm.check_length(length + budget)
             config = self._config(budget)
@@ -190,7 +200,8 @@ class TransformersBackend(Decoder):
                 ids, cache = self._started([list(prompts[i]) for i in chunk], min(shared[i] for i in chunk),
                                            fresh=True)
 
-                def accept(k: int, gold: list[int], chunk=chunk) -> bool:  # as _decode reads ids without an end
+                # as _decode reads ids without an end
+                def accept(k: int, gold: list[int], chunk: list[int] = chunk) -> bool:
                     return not moved and proves(chunk[k], decode(gold, skip_special_tokens=True))
 
                 found, proven, cache = prove(self.lm, ids, scored, [budget] * len(chunk), self.eos, accept, cache)
@@ -204,16 +215,16 @@ class TransformersBackend(Decoder):
                     for k, text in zip(rest, self._generate(ids[rest], cache, config)):
                         finished(chunk[k], Answer(text, "decoded", found[k].logprob, len(scored[k])))
 
-    def _config(self, budget: int):
+    def _config(self, budget: int) -> GenerationConfig:
         """A fresh greedy generation config for ``budget`` new tokens (no sampling, one beam)."""
         from transformers import GenerationConfig
 
-        pad = self.lm.tokenizer.pad_token_id
+        pad = self.tokenizer.pad_token_id
         pad = pad if pad is not None else (min(self.eos) if self.eos else 0)
         return GenerationConfig(max_new_tokens=budget, do_sample=False, num_beams=1, pad_token_id=pad,
                                 eos_token_id=sorted(self.eos) or None)
 
-    def _started(self, rows: list[list[int]], target: int, fresh: bool = False):
+    def _started(self, rows: list[list[int]], target: int, fresh: bool = False) -> tuple[torch.Tensor, Cache | None]:
         """(ids [B, L] of ``rows``, equal in length, on the model's device; the model's cache of
         ids[:, :L-1] to decode them from, or None): the shared prefix's cache (``_prefix``) run on to the
         prompts' last id; with ``fresh``, a cache prefilled here when nothing is shared (the model's
@@ -226,7 +237,7 @@ class TransformersBackend(Decoder):
             cache = prefill(self.lm, ids[:, cached:length - 1], cache)  # in blocks when it continues a cache
         return ids, cache
 
-    def _generate(self, ids, cache, config) -> list[str]:
+    def _generate(self, ids: torch.Tensor, cache: Cache | None, config: GenerationConfig) -> list[str]:
         """The greedy answers of ids [B, L], from ``cache`` (of ids[:, :L-1]) when given."""
         kwargs = {"cache": cache} if cache is not None else {}
         with torch.inference_mode():
@@ -234,7 +245,7 @@ class TransformersBackend(Decoder):
                                          **kwargs)  # [B, L + new]
         return [self._decode(row) for row in gen[:, ids.shape[1]:].tolist()]
 
-    def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, object]:
+    def _prefix(self, rows: list[list[int]], target: int) -> tuple[int, Cache | None]:
         """(n, cache of the first n ids of every row, repeated to len(rows) rows) to start a batch
         from: the stored prefix ``rows`` have in common, first extended to ``target`` ids (the
         prefix they share with other prompts) and stored; (0, None) when nothing is shared."""
@@ -256,7 +267,7 @@ class TransformersBackend(Decoder):
             if t in self.eos:
                 new_ids = new_ids[:k]
                 break
-        return self.lm.tokenizer.decode(new_ids, skip_special_tokens=True)
+        return self.tokenizer.decode(new_ids, skip_special_tokens=True)
 
 
 class VLLMBackend(Decoder):
@@ -264,7 +275,8 @@ class VLLMBackend(Decoder):
 
     name = "vllm"
 
-    def __init__(self, model: str, tensor_parallel: int = 1, max_model_len: int | None = None, **kwargs):
+    def __init__(self, model: str, tensor_parallel: int = 1, max_model_len: int | None = None,
+                 **kwargs: typing.Any) -> None:  # vllm.LLM's options
         try:
             import vllm
         except ImportError:
@@ -289,8 +301,8 @@ class OpenAIBackend(Decoder):
 
     name = "openai"
 
-    def __init__(self, base_url: str, model: str, tokenizer=None, send: str = "ids", timeout: float = 600.0,
-                 api_key_env: str = "OPENAI_API_KEY"):
+    def __init__(self, base_url: str, model: str, tokenizer: TaskTokenizer | None = None, send: str = "ids",
+                 timeout: float = 600.0, api_key_env: str = "OPENAI_API_KEY") -> None:
         if send not in ("ids", "text"):
             raise unknown("prompt encoding", send, ("ids", "text"))
         if send == "text" and tokenizer is None:
@@ -305,7 +317,11 @@ class OpenAIBackend(Decoder):
             finished(i, self._one(prompts[i], budgets[i]))
 
     def _one(self, ids: Sequence[int], budget: int) -> str:
-        prompt = list(ids) if self.send == "ids" else self.tokenizer.decode(list(ids))
+        if self.send == "ids":
+            prompt: list[int] | str = list(ids)
+        else:
+            assert self.tokenizer is not None  # __init__ refused text prompts without a tokenizer
+            prompt = self.tokenizer.decode(list(ids))
         body = {"model": self.model, "prompt": prompt, "max_tokens": int(budget), "temperature": 0.0}
         headers = {"Content-Type": "application/json"}
         if self.key:

@@ -88,7 +88,7 @@ class Setup:
         suffix = f":L{self.length}" if by_length else ""
         return random.Random(f"ctxlens.tasks:{self.task.name}:{self.seed}:{index}:{stream}{suffix}")
 
-    def option(self, name: str):
+    def option(self, name: str) -> Any:  # a value given by the user, or RULER's default
         return self.options.get(name, self.task.options.get(name))
 
     def sample_id(self, index: int) -> str:
@@ -161,7 +161,7 @@ def check_options(names: list[str], options: dict) -> None:
                            f"{', '.join(sorted(taken))}.")
 
 
-def _check_value(task: str, key: str, value) -> None:
+def _check_value(task: str, key: str, value: object) -> None:
     if key in BOUNDS:
         least, most, why = BOUNDS[key]
         if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
@@ -174,7 +174,7 @@ def _check_value(task: str, key: str, value) -> None:
                            f"{suggest(str(value), allowed)} Choose one of: {', '.join(allowed)}.")
 
 
-def parse_option(name: str, value):
+def parse_option(name: str, value: object) -> object:
     """A command-line string as the type of the option's RULER default (int, float, str; a list of
     numbers for ``depths``)."""
     if not isinstance(value, str):

@@ -12,6 +12,7 @@ numbered ``1. word 2. word ...``; one solved example (40 words repeated 10/3 tim
 from __future__ import annotations
 
 import itertools
+import random
 
 from ctxlens.tasks import words
 from ctxlens.tasks.base import Draft, Sample, Setup, Task, count, finish, register, too_short
@@ -35,7 +36,7 @@ def numbered(items: list[str], lead: str = "") -> list[str]:
     return out
 
 
-def word_list(rng, chosen: list[str], n_common: int, common_reps: int, rare_reps: int) -> list[str]:
+def word_list(rng: random.Random, chosen: list[str], n_common: int, common_reps: int, rare_reps: int) -> list[str]:
     """The shuffled list: the first ``n_common`` words ``common_reps`` times, the rest ``rare_reps`` times."""
     items = chosen[:n_common] * common_reps + chosen[n_common:] * rare_reps
     rng.shuffle(items)

@@ -20,6 +20,7 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxlens.core import files, paths
 from ctxlens.core.errors import CtxlensError
@@ -27,12 +28,15 @@ from ctxlens.tasks.base import Refit, Sample, Setup, check_options, get_task
 from ctxlens.tasks.render import frame_for
 from ctxlens.tasks.tokens import Encoder
 
+if TYPE_CHECKING:
+    from ctxlens.tasks.tokenizer import TaskTokenizer
+
 GENERATOR_VERSION = "3"  # 2: chat answer prefix verbatim, system turn recorded; 3: whole noise lines, vt spacing
 log = logging.getLogger(__name__)
-_ENCODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ENCODERS: weakref.WeakKeyDictionary[TaskTokenizer, Encoder] = weakref.WeakKeyDictionary()
 
 
-def encoder_for(tokenizer) -> Encoder:
+def encoder_for(tokenizer: TaskTokenizer) -> Encoder:
     """One cached ``Encoder`` per tokenizer object."""
     try:
         enc = _ENCODERS.get(tokenizer)
@@ -56,7 +60,7 @@ def cache_key(task: str, fingerprint: str, length: int, seed: int, n: int, templ
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def generate(task: str, tokenizer, length: int, n: int, seed: int = 0, *, template: str = "auto",
+def generate(task: str, tokenizer: TaskTokenizer, length: int, n: int, seed: int = 0, *, template: str = "auto",
              budget: int | None = None, options: dict | None = None, cache: bool | str | Path = True,
              verify: bool = False, system_prompt: str = "default") -> list[Sample]:
     """``n`` samples of ``task`` fitted to ``length`` tokens of ``tokenizer``.
@@ -175,6 +179,6 @@ def load(folder: Path) -> list[Sample]:
     return out
 
 
-def _check_positive(name: str, value) -> None:
+def _check_positive(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise CtxlensError(f"{name} must be a positive integer, got {value!r}.")

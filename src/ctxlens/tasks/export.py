@@ -25,8 +25,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ctxlens.tasks.base import Sample
+
+if TYPE_CHECKING:
+    from ctxlens.tasks.tokenizer import TaskTokenizer
+    from ctxlens.tasks.tokens import Encoder
 
 SIDECAR = "ctxlens.jsonl"
 _CUTS = re.compile(r"(?<=\n)|(?<=[.!?])(?= )")  # after a newline; before the space after a full stop
@@ -56,7 +61,7 @@ def ctxlens_record(sample: Sample) -> dict:
             "depths": sample.depths, "tokenization": sample.meta.get("tokenization")}
 
 
-def export(samples: list[Sample], out: str | Path, tokenizer) -> list[Path]:
+def export(samples: list[Sample], out: str | Path, tokenizer: TaskTokenizer) -> list[Path]:
     """Write ``samples`` under ``out`` in RULER's layout (``tokenizer``: the one they were made with);
     returns the RULER files written."""
     from ctxlens.tasks.base import get_task
@@ -87,7 +92,7 @@ class Counter:
     that merges across such a cut), every count is a full encoding.
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder: Encoder) -> None:
         self.encoder = encoder
         self.by_lines: bool | None = None if encoder.mode == "pieces" else False
 
@@ -112,7 +117,7 @@ def _write(path: Path, records: list[dict]) -> None:
     files.atomic_write(path, "".join(json.dumps(r, allow_nan=False) + "\n" for r in records))  # strict JSON
 
 
-def load_tokenizer(spec: str):
+def load_tokenizer(spec: str) -> TaskTokenizer:
     """``byte`` (the zoo's byte-level tokenizer), or the tokenizer of a model spec (hub id, dir, GGUF, zoo:NAME,
     ref:NAME): read from its files with ``tokenizers`` where they suffice (``ctxlens.tasks.tokenizer``; no
     transformers or torch import), else through transformers' ``AutoTokenizer``."""

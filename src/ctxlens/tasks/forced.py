@@ -41,7 +41,10 @@ import torch
 from ctxlens.lm.prefix_cache import croppable
 
 if TYPE_CHECKING:
+    from transformers import Cache, GenerationConfig, PreTrainedModel  # checked as Any (pyproject)
+
     from ctxlens.lm.model import LM
+    from ctxlens.tasks.tokenizer import TaskTokenizer
 
 TIE = 1e-4  # float32: logits within TIE * max(1, |logit|) of each other count as tied
 # generation settings that can move greedy decoding off the raw argmax, with their neutral values
@@ -62,7 +65,7 @@ class Forced:
     lead: int | None = None  # the argmax at the first gold position where it is not the first gold token
 
 
-def gold_ids(tokenizer, text: str) -> list[int]:
+def gold_ids(tokenizer: TaskTokenizer, text: str) -> list[int]:
     """The ids of ``text`` as a continuation (no special tokens added)."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -73,7 +76,7 @@ def tie_width(dtype: torch.dtype) -> float:
     return max(TIE, 8 * torch.finfo(dtype).eps)
 
 
-def argmax_moved(model, config=None) -> str:
+def argmax_moved(model: PreTrainedModel, config: GenerationConfig | None = None) -> str:
     """'' when greedy decoding with ``config`` (a ``GenerationConfig``; None: the model's own), its
     unset values filled from the model's generation config as ``generate`` fills them, takes the
     raw argmax of the logits at every step; else the setting that does not."""
@@ -106,7 +109,7 @@ def judge(lm: LM, hidden: torch.Tensor, gold: torch.Tensor, valid: torch.Tensor)
 
 
 @torch.inference_mode()
-def forced(lm: LM, ids: torch.Tensor, golds: Sequence[Sequence[int]], cache=None) -> list[Forced]:
+def forced(lm: LM, ids: torch.Tensor, golds: Sequence[Sequence[int]], cache: Cache | None = None) -> list[Forced]:
     """One teacher-forced forward of prompts ids [B, L] (equal in length: no padding) and their gold ids
     (m_i each, right-padded to M = max m_i: the padding follows a row's gold, so causal attention keeps
     it out of every logit read). With ``cache`` (the model's cache of ids[:, :L-1], extended in place
@@ -129,7 +132,7 @@ def provable(gold: Sequence[int], budget: int, eos: set[int], scored: bool) -> b
     return 0 < len(gold) <= budget and not eos.intersection(gold) and scored
 
 
-def lead_in(tokenizer, token: int | None, eos: set[int]) -> bool:
+def lead_in(tokenizer: TaskTokenizer, token: int | None, eos: set[int]) -> bool:
     """Whether ``token`` is a lead-in worth forcing the gold answer after: it writes something, but no
     letter or digit (': ', a newline), and does not end the sequence."""
     if token is None or token in eos:
@@ -138,7 +141,8 @@ def lead_in(tokenizer, token: int | None, eos: set[int]) -> bool:
     return bool(text) and not any(c.isalnum() for c in text)
 
 
-def rows_of(cache, rows: Sequence[int], batch: int, device, fresh: bool = False):
+def rows_of(cache: Cache | None, rows: Sequence[int], batch: int, device: torch.device,
+            fresh: bool = False) -> Cache | None:
     """``cache`` (over ``batch`` rows) reduced to ``rows``, in place or, with ``fresh``, in a copy; None
     stays None."""
     if cache is None:
@@ -151,7 +155,8 @@ def rows_of(cache, rows: Sequence[int], batch: int, device, fresh: bool = False)
 
 
 def prove(lm: LM, ids: torch.Tensor, golds: Sequence[Sequence[int]], budgets: Sequence[int], eos: set[int],
-          accept: Callable[[int, list[int]], bool], cache=None) -> tuple[list[Forced], list[list[int] | None], object]:
+          accept: Callable[[int, list[int]], bool], cache: Cache | None = None
+          ) -> tuple[list[Forced], list[list[int] | None], Cache | None]:
     """(``Forced`` of each row's gold ids, the ids greedy decoding provably writes first for each row or
     None, the cache of ids[:, :L-1] again) for prompts ids [B, L] with ``cache`` of ids[:, :L-1] (None:
     full forwards): one forced forward of the gold ids, then one of a lead-in + the gold ids for the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import string
 
 from ctxlens.core.errors import CtxlensError
@@ -44,7 +45,7 @@ def counts(total: int, vocab: int, alpha: float) -> list[int]:
     return [int(total * k ** -alpha / z) for k in range(1, vocab + 1)]
 
 
-def vocabulary(rng, size: int, letters: int) -> list[str]:
+def vocabulary(rng: random.Random, size: int, letters: int) -> list[str]:
     """``size`` distinct random lower-case words in random rank order, rank 1 replaced by '...'."""
     if size > 26 ** letters // 2:  # drawn at random until distinct: never more than half of what there is
         raise CtxlensError(f"fwe needs {size:,} different coded words, but words of {letters} letter(s) give only "

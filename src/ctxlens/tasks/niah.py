@@ -23,6 +23,9 @@ sample's own seed (RULER reuses one fixed permutation for every sample).
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
+
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.tasks import haystack as hay
 from ctxlens.tasks import words
@@ -58,7 +61,7 @@ def _stream(setup: Setup, index: int, kind: str, keys: list[str]) -> Stream:
         type_k, type_v = setup.option("type_needle_k"), setup.option("type_needle_v")
         taken = set(keys)
 
-        def lines():
+        def lines() -> Iterator[str]:
             while True:
                 key = words.draw(type_k, rng)
                 if key not in taken:
@@ -68,7 +71,7 @@ def _stream(setup: Setup, index: int, kind: str, keys: list[str]) -> Stream:
     raise CtxlensError(f"Unknown haystack '{kind}'; use one of: {', '.join(hay.HAYSTACKS)}.")
 
 
-def depths_for(setup: Setup, rng, n: int) -> list[float]:
+def depths_for(setup: Setup, rng: random.Random, n: int) -> list[float]:
     """Sorted target depths of ``n`` inserts: the ``depths`` option, or draws from RULER's grid."""
     fixed = setup.option("depths")
     if fixed is None:
@@ -93,7 +96,7 @@ def on_random_lines(setup: Setup, kind: str) -> bool:
     return rule == "ruler" and kind in LINE_HAYSTACKS and setup.option("depths") is None
 
 
-def positions(setup: Setup, rng, kind: str, n: int) -> list[tuple[float | None, float | None]]:
+def positions(setup: Setup, rng: random.Random, kind: str, n: int) -> list[tuple[float | None, float | None]]:
     """(depth, line draw) of ``n`` inserts: a uniform draw in [0, 1) each on random lines, else a depth."""
     if on_random_lines(setup, kind):
         return [(None, rng.random()) for _ in range(n)]

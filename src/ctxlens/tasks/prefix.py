@@ -17,10 +17,14 @@ first differs. Nothing here knows how a haystack is built; it compares token ids
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ctxlens.lm.prefix_cache import croppable, nbytes
+
+if TYPE_CHECKING:
+    from transformers import Cache  # checked as Any (pyproject)
 
 
 def common_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -45,7 +49,7 @@ def shared_lengths(prompts: Sequence[Sequence[int]]) -> list[int]:
 class PrefixStore:
     """Caches of prefixes (``key``: the ids a cache covers), least recently used first."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.entries: list[tuple[tuple[int, ...], object, bool, int]] = []  # (key, cache, croppable, bytes)
 
@@ -62,7 +66,7 @@ class PrefixStore:
             self.entries.append(self.entries.pop(pick))
         return found
 
-    def add(self, key: Sequence[int], cache) -> None:
+    def add(self, key: Sequence[int], cache: Cache) -> None:
         self.entries.append((tuple(key), cache, croppable(cache), nbytes(cache)))
         while len(self.entries) > 1 and sum(e[3] for e in self.entries) > self.max_bytes:
             self.entries.pop(0)

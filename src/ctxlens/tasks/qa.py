@@ -20,12 +20,15 @@ fill the length (``Stream.pick``: a shorter document may follow a skipped longer
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
+
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.tasks.base import Sample, Setup, Task, finish, register
 from ctxlens.tasks.fit import Stream
 from ctxlens.tasks.layout import Insert, fit_stream, stream_draft
 from ctxlens.tasks.niah import depths_for
-from ctxlens.tasks.qa_data import open_qa
+from ctxlens.tasks.qa_data import QA, QASource, open_qa
 
 PLACEMENTS = ("grid", "ruler")  # the golden documents' placement: drawn depths (default) or RULER's fixed shuffle
 
@@ -49,7 +52,7 @@ def weighted_depth(u: float, gamma: float) -> float:
     return 100.0 * (1.0 - u) ** (1.0 / (gamma + 1.0))
 
 
-def _distractors(rng, qa, n_docs: int):
+def _distractors(rng: random.Random, qa: QA, n_docs: int) -> Iterator[int]:
     """Preferred distractors (same article) in random order, then every other document, repeated."""
     taken = set(qa.context)
     more = [d for d in qa.more if d not in taken]
@@ -63,7 +66,7 @@ def _distractors(rng, qa, n_docs: int):
         yield from rest if rest else more
 
 
-def _inserts(setup: Setup, rng, source, qa) -> list[Insert]:
+def _inserts(setup: Setup, rng: random.Random, source: QASource, qa: QA) -> list[Insert]:
     """The question's documents: at RULER's fixed-seed slots (``placement=ruler``) or at drawn depths."""
     gamma, rule = setup.option("gamma"), setup.option("placement") or "grid"
     if rule not in PLACEMENTS:

@@ -25,6 +25,7 @@ import functools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ctxlens.core import yaml_safe
 from ctxlens.core.errors import CtxlensError, unknown
@@ -92,7 +93,7 @@ def read_hotpotqa(path: str | Path) -> QASource:
 MAX_QA_BYTES = 256 << 20  # RULER reads SQuAD v2's dev set (4.4 MB) and HotpotQA's distractor dev set (46 MB)
 
 
-def _read_json(path: str | Path):
+def _read_json(path: str | Path) -> Any:  # the parsed file, checked by its reader
     """A QA file parsed as JSON: a FIFO refused, its size checked on the open file before it is read
     (``MAX_QA_BYTES``), its nesting bounded (``yaml_safe.load_json``: a deeply nested file is one sentence,
     not a RecursionError)."""
@@ -104,7 +105,7 @@ def _read_json(path: str | Path):
     return yaml_safe.load_json(raw, f"QA file '{path}'", limit=MAX_QA_BYTES)
 
 
-def _checked(source: QASource, path) -> QASource:
+def _checked(source: QASource, path: str | Path) -> QASource:
     if not source.qas:
         raise CtxlensError(f"QA file '{path}' holds no answerable questions; check the file.")
     return source

@@ -23,9 +23,13 @@ from __future__ import annotations
 import os
 import typing
 from dataclasses import dataclass
+from typing import Any
 
 from ctxlens.core.errors import CtxlensError, unknown
 from ctxlens.tasks.sandbox import TemplateLimit
+
+if typing.TYPE_CHECKING:
+    from ctxlens.tasks.tokenizer import TaskTokenizer
 
 Template = typing.Literal["auto", "plain", "chat"]
 TEMPLATES = typing.get_args(Template)
@@ -58,7 +62,7 @@ class Frame:
         return [self.head, *input_pieces, self.tail + answer_prefix], 1
 
 
-def frame_for(tokenizer, template: str = "auto", system_prompt: str = "default") -> Frame:
+def frame_for(tokenizer: TaskTokenizer, template: str = "auto", system_prompt: str = "default") -> Frame:
     """The ``Frame`` for ``tokenizer`` under ``template`` (auto | plain | chat) and ``system_prompt``
     (default | none | the system turn's text)."""
     if template not in TEMPLATES:
@@ -89,7 +93,7 @@ def frame_for(tokenizer, template: str = "auto", system_prompt: str = "default")
 SYSTEM_KEYWORDS = ("default", "none")
 
 
-def _render(tokenizer, messages: list[dict]) -> str:
+def _render(tokenizer: TaskTokenizer, messages: list[dict[str, Any]]) -> str:
     """The tokenizer's chat template rendered for ``messages`` with the generation prompt, always in
     ctxlens' bounded sandbox (``ctxlens.tasks.sandbox``: time, size and output bounds, one sentence
     naming the template's file), whether the tokenizer was read from its files or by transformers."""
@@ -102,7 +106,7 @@ def _render(tokenizer, messages: list[dict]) -> str:
     return render_chat(template, where, messages, True, dict(getattr(tokenizer, "special_tokens_map", {}) or {}))
 
 
-def _split(tokenizer, before: list[dict]) -> tuple[str, str]:
+def _split(tokenizer: TaskTokenizer, before: list[dict[str, Any]]) -> tuple[str, str]:
     """(head, tail) around the user message rendered after the messages ``before``."""
     rendered = _render(tokenizer, [*before, {"role": "user", "content": _SENTINEL}])
     if rendered.count(_SENTINEL) != 1:
@@ -114,7 +118,7 @@ def _split(tokenizer, before: list[dict]) -> tuple[str, str]:
     return head, tail
 
 
-def _system_parts(tokenizer) -> tuple[str, str] | None:
+def _system_parts(tokenizer: TaskTokenizer) -> tuple[str, str] | None:
     """(P, Q) with ``P + S + Q`` the head before the user message when the system turn holds S; None
     when the template takes no system message."""
     try:
@@ -129,7 +133,7 @@ def _system_parts(tokenizer) -> tuple[str, str] | None:
     return p, q
 
 
-def _default_system(tokenizer, head: str) -> str | None:
+def _default_system(tokenizer: TaskTokenizer, head: str) -> str | None:
     """The system turn the template puts into ``head`` (rendered for a lone user message), or None."""
     parts = _system_parts(tokenizer)
     if parts is None:
@@ -140,7 +144,7 @@ def _default_system(tokenizer, head: str) -> str | None:
     return None
 
 
-def _without_system(tokenizer, head: str) -> str:
+def _without_system(tokenizer: TaskTokenizer, head: str) -> str:
     """``head`` with the template's default system turn removed (``head`` itself when it has none).
 
     With P = prefix + system start and Q = system end + user start (``_system_parts``), and

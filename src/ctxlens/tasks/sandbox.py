@@ -47,13 +47,21 @@ import math
 import re
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from _typeshed import TraceFunction  # typeshed's: what sys.settrace takes
+
+_T = TypeVar("_T")
 
 SECONDS = 10.0  # wall clock of one rendering
 MAX_CHARS = 1 << 25  # characters of any string or list a template makes, and of its output
@@ -82,11 +90,11 @@ class Bound(Exception):
     """Raised inside rendering when a bound is hit; ``render`` words it."""
 
 
-def _size(value) -> int:
+def _size(value: object) -> int:
     return len(value) if isinstance(value, (str, list, tuple, dict)) else 0
 
 
-def _deep(value, limit: int) -> int:
+def _deep(value: object, limit: int) -> int:
     """The characters and items ``value`` holds, nested lists and dicts included (what serialising it
     writes, within a constant), counted until ``limit`` is passed: a list of one list repeated 2**25
     times holds 2**50 items though its own length is 2**25."""
@@ -106,23 +114,23 @@ def _deep(value, limit: int) -> int:
     return total
 
 
-def _check_ints(values) -> None:
+def _check_ints(values: Iterable[object]) -> None:
     for v in values:
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_WIDTH:
             raise Bound(f"an argument of {v} exceeds {MAX_WIDTH}")
 
 
-def _check_result(value):
+def _check_result(value: _T) -> _T:
     if _size(value) > MAX_CHARS:
         raise Bound(f"a value of {_size(value):,} items exceeds {MAX_CHARS:,}")
     return value
 
 
-def _text_size(items) -> int:
+def _text_size(items: Iterable[object]) -> int:
     return sum(len(x) if isinstance(x, str) else len(str(x)) for x in items)
 
 
-def _expected(name: str, obj, args, kwargs) -> int:
+def _expected(name: str, obj: object, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
     """An upper bound of the size ``obj.name(*args)`` (a str method, or the filter ``name`` on
     ``obj``) would make, for the calls that multiply text; 0 for the others."""
     if name == "replace" and len(args) >= 2 and isinstance(obj, str):
@@ -142,7 +150,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
 
     intercepted_binops = frozenset(["*", "**", "+", "%"])
 
-    def call_binop(self, context, operator, left, right):
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
         """``left operator right`` once its result is known to fit the bounds."""
         if operator == "*":
             n, seq = (right, left) if isinstance(right, int) else (left, right)
@@ -160,7 +168,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
                 raise Bound("a format width exceeds the bound")
         return _check_result(super().call_binop(context, operator, left, right))
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 - jinja2's signature
+    def call(__self: BoundedEnvironment, __context: jinja2.runtime.Context, __obj: Any,  # noqa: N805 - jinja2's names
+             *args: Any, **kwargs: Any) -> Any:
         """A call (a global, a method) with bounded integer arguments and a bounded result."""
         _check_ints([*args, *kwargs.values()])
         name, owner = getattr(__obj, "__name__", ""), getattr(__obj, "__self__", None)
@@ -169,10 +178,10 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return _check_result(super().call(__context, __obj, *args, **kwargs))
 
 
-def _bounded_filter(name: str, function):
+def _bounded_filter(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (a filter) with bounded integer arguments, size estimate and result."""
 
-    def bounded(*args, **kwargs):
+    def bounded(*args: Any, **kwargs: Any) -> Any:
         values = [a for a in args if not isinstance(a, (jinja2.runtime.Context, jinja2.nodes.EvalContext,
                                                         jinja2.Environment))]
         _check_ints([*values[1:], *kwargs.values()])
@@ -195,18 +204,18 @@ def _bounded_filter(name: str, function):
 class _Namespace(jinja2.utils.Namespace):
     """jinja2's namespace without underscore names (no way to CPython internals)."""
 
-    def __init__(*args, **kwargs):
+    def __init__(*args: Any, **kwargs: Any) -> None:
         self, attrs = args[0], dict(*args[1:], **kwargs)
         for name in attrs:
             _Namespace.check(name)
         jinja2.utils.Namespace.__init__(self, attrs)
 
-    def __setitem__(self, name, value):
+    def __setitem__(self, name: str, value: Any) -> None:
         _Namespace.check(name)
         jinja2.utils.Namespace.__setitem__(self, name, value)
 
     @staticmethod
-    def check(name):
+    def check(name: object) -> None:
         if isinstance(name, str) and name.startswith("_"):
             raise jinja2.exceptions.SecurityError(f"Chat templates cannot set underscore names ({name!r}).")
 
@@ -214,15 +223,16 @@ class _Namespace(jinja2.utils.Namespace):
 def environment(counting: bool = True) -> ImmutableSandboxedEnvironment:
     """The environment with transformers' chat-template globals and filters, each bounded (``counting``)."""
 
-    def raise_exception(message):
+    def raise_exception(message: str) -> NoReturn:
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    def tojson(x: Any, ensure_ascii: bool = False, indent: int | str | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
         if counting and _deep(x, MAX_CHARS) > MAX_CHARS:  # sized first: json.dumps itself cannot be stopped
             raise Bound(f"tojson would write more than {MAX_CHARS:,} characters")
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    def strftime_now(fmt):
+    def strftime_now(fmt: str) -> str:
         return datetime.now().strftime(fmt)
 
     kind = BoundedEnvironment if counting else ImmutableSandboxedEnvironment
@@ -235,13 +245,13 @@ def environment(counting: bool = True) -> ImmutableSandboxedEnvironment:
     return env
 
 
-def check_source(source, where: str) -> None:
+def check_source(source: object, where: str) -> None:
     if not isinstance(source, str) or len(source) > MAX_CHARS:
         raise TemplateFailed(f"The chat template in {where} is not text of at most {MAX_CHARS:,} characters; fix it "
                              "or pass --template plain.")
 
 
-def compile_here(source: str, where: str, counting: bool = True, seconds: float | None = None):
+def compile_here(source: str, where: str, counting: bool = True, seconds: float | None = None) -> jinja2.Template:
     seconds = SECONDS if seconds is None else seconds
     try:
         return _timed(lambda: environment(counting).from_string(source), seconds, counting)
@@ -251,7 +261,8 @@ def compile_here(source: str, where: str, counting: bool = True, seconds: float 
         raise failed(err, where) from None
 
 
-def render_here(source: str, where: str, context: dict, counting: bool = True, seconds: float | None = None) -> str:
+def render_here(source: str, where: str, context: dict[str, Any], counting: bool = True,
+                seconds: float | None = None) -> str:
     """``source`` rendered in this process, bounded by the counting guards (none when not ``counting``)."""
     seconds = SECONDS if seconds is None else seconds
     template = compile_here(source, where, counting, seconds)
@@ -273,14 +284,14 @@ def render_here(source: str, where: str, context: dict, counting: bool = True, s
         raise failed(err, where) from None
 
 
-def _timed(work, seconds: float, counting: bool = True):
+def _timed(work: Callable[[], _T], seconds: float, counting: bool = True) -> _T:
     """``work()`` stopped after ``seconds`` of wall clock (checked in every traced Python line)."""
     if not counting:
         return work()
     deadline = time.monotonic() + seconds
     ticks = [0]
 
-    def local(frame, event, arg):
+    def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
         ticks[0] += 1
         if ticks[0] % 256 == 0 and time.monotonic() > deadline:
             raise Bound(f"rendering took more than {seconds:g} s")

@@ -32,9 +32,13 @@ import subprocess
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import ctxlens.tasks.sandbox as sandbox
 from ctxlens.tasks.sandbox import TemplateFailed, TemplateLimit, TemplateUnsafe
+
+if TYPE_CHECKING:
+    import jinja2
 
 try:
     import resource
@@ -48,7 +52,7 @@ _WORKER: list[Worker | None] = []  # this process's worker once started (None: n
 _KINDS = {"TemplateLimit": TemplateLimit, "TemplateUnsafe": TemplateUnsafe}
 
 
-def compile_template(source: str, where: str = "the chat template"):
+def compile_template(source: str, where: str = "the chat template") -> jinja2.Template:
     """``source`` compiled in the bounded sandbox; a syntax error (or a bound hit while jinja2 folds
     constants) is one sentence naming ``where``. Compiled in the worker first where there is one, so
     that jinja2's constant folding meets the process bound before it runs here."""
@@ -57,7 +61,7 @@ def compile_template(source: str, where: str = "the chat template"):
     return sandbox.compile_here(source, where)
 
 
-def render(source: str, where: str, **context) -> str:
+def render(source: str, where: str, **context: Any) -> str:
     """``source`` rendered with ``context`` (JSON values) within the bounds, in the worker where there is
     one; every failure one sentence naming ``where``."""
     sandbox.check_source(source, where)

@@ -101,7 +101,7 @@ def proves(text: str, references: Sequence[str], metric: str) -> bool:
     return score(text, references, metric) == 100.0
 
 
-def _given(v) -> bool:
+def _given(v: object) -> bool:
     """Not None and not NaN (rows read through pandas hold NaN where a value is absent)."""
     return v is not None and not (isinstance(v, float) and math.isnan(v))
 

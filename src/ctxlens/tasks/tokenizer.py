@@ -16,9 +16,17 @@ immutable sandbox with the globals transformers gives it; nothing from a config 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ctxlens.lm.model_files import LIMITS
+
+if TYPE_CHECKING:
+    import jinja2
+    import tokenizers
+    from transformers import PreTrainedTokenizerBase  # checked as Any (pyproject)
+
+    # what the tasks take as a tokenizer: transformers' own, or one read from its files here
+    TaskTokenizer: TypeAlias = "PreTrainedTokenizerBase | FileTokenizer"
 
 FILES = ("tokenizer.json", "tokenizer_config.json")
 # tokenizer_config.json keys that do not change text -> ids (anything else: transformers decides)
@@ -33,8 +41,17 @@ SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
 class FileTokenizer:
     """A ``tokenizers.Tokenizer`` plus the special tokens and chat template of its config."""
 
-    def __init__(self, backend, specials: dict[str, str] | None = None, chat_template: str | None = None,
-                 template_file: str = "the tokenizer's configuration"):
+    # set from the config in __init__ (SPECIAL_KEYS), None when it names none
+    bos_token: str | None
+    eos_token: str | None
+    unk_token: str | None
+    sep_token: str | None
+    pad_token: str | None
+    cls_token: str | None
+    mask_token: str | None
+
+    def __init__(self, backend: tokenizers.Tokenizer, specials: dict[str, str] | None = None,
+                 chat_template: str | None = None, template_file: str = "the tokenizer's configuration") -> None:
         self.backend_tokenizer = backend
         self.template_file = template_file  # where the chat template was read: named in its errors
         self.special_tokens_map = dict(specials or {})
@@ -78,8 +95,8 @@ class FileTokenizer:
     def __len__(self) -> int:
         return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
 
-    def apply_chat_template(self, messages: list[dict], tokenize: bool = False, add_generation_prompt: bool = False,
-                            **kwargs) -> str:
+    def apply_chat_template(self, messages: list[dict[str, Any]], tokenize: bool = False,
+                            add_generation_prompt: bool = False, **kwargs: Any) -> str:
         """The chat template rendered as transformers renders it (text only: ``tokenize=False``)."""
         if tokenize:
             raise ValueError("FileTokenizer renders chat templates as text only; encode the result.")
@@ -165,7 +182,7 @@ def check_tokenizer_json(folder: Path) -> None:
                            f"object and a list of 'added_tokens'); {fix}.")
 
 
-def _content(token) -> str | None:
+def _content(token: object) -> str | None:
     if isinstance(token, str):
         return token
     if isinstance(token, dict) and isinstance(token.get("content"), str):
@@ -173,7 +190,7 @@ def _content(token) -> str | None:
     return None
 
 
-def _chat_template(folder: Path, in_config) -> str | Literal[False] | None:
+def _chat_template(folder: Path, in_config: object) -> str | Literal[False] | None:
     """The default chat template (a ``chat_template.jinja`` file first, as transformers reads it),
     None when there is none, False when it cannot be told which one transformers would use."""
     import ctxlens.lm.model_files as model_files
@@ -196,7 +213,7 @@ def _chat_template(folder: Path, in_config) -> str | Literal[False] | None:
     return False  # a list of named templates
 
 
-def compile_template(source: str, where: str = "the chat template"):
+def compile_template(source: str, where: str = "the chat template") -> jinja2.Template:
     """``source`` compiled in the bounded immutable sandbox (``ctxlens.tasks.sandbox``) with
     transformers' chat-template globals."""
     from ctxlens.tasks.sandbox_process import compile_template as bounded
@@ -204,7 +221,8 @@ def compile_template(source: str, where: str = "the chat template"):
     return bounded(source, where)
 
 
-def render_chat(source: str, where: str, messages: list[dict], add_generation_prompt: bool, extra: dict) -> str:
+def render_chat(source: str, where: str, messages: list[dict[str, Any]], add_generation_prompt: bool,
+                extra: dict[str, Any]) -> str:
     """The chat template ``source`` (read from ``where``) rendered as transformers renders it, within
     the sandbox's time, size and output bounds; every failure one sentence naming ``where``."""
     from ctxlens.tasks.sandbox_process import render
@@ -213,7 +231,7 @@ def render_chat(source: str, where: str, messages: list[dict], add_generation_pr
                   add_generation_prompt=add_generation_prompt, **_plain(extra))
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:  # a template's context: JSON values in, JSON values out
     """Only JSON values reach a template (no objects with methods the sandbox does not know)."""
     if value is None or type(value) in (str, int, float, bool):
         return value

@@ -20,8 +20,14 @@ import hashlib
 import itertools
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ctxlens.core.errors import CtxlensError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase  # checked as Any (pyproject)
+
+    from ctxlens.tasks.tokenizer import TaskTokenizer
 
 MAX_CACHE = 400_000  # pieces kept per encoder before the cache is cleared
 
@@ -56,7 +62,7 @@ def normalize(pieces: list[str], split_runs: bool = False) -> list[str]:
     return out
 
 
-def fingerprint(tokenizer) -> str:
+def fingerprint(tokenizer: TaskTokenizer) -> str:
     """A short hash of everything that decides how ``tokenizer`` turns text into ids and frames a chat
     prompt; the same for one tokenizer however it was loaded (transformers or ``tasks.tokenizer``)."""
     parts = [str(getattr(tokenizer, "chat_template", None) or "")]
@@ -76,7 +82,7 @@ class Encoder:
     of the whole text); ``check`` switches to ``"full"`` when the two disagree.
     """
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer: TaskTokenizer | None) -> None:
         if tokenizer is None:
             raise CtxlensError("The tasks need a tokenizer; load a model that ships one or pass --tokenizer.")
         self.tokenizer = tokenizer
@@ -188,7 +194,8 @@ class Encoder:
     def _char_starts(self, text: str) -> list[int]:
         if self._backend is not None:
             return [a for a, _ in self._backend.encode(text, add_special_tokens=False).offsets]
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        tokenizer: PreTrainedTokenizerBase = self.tokenizer  # transformers': a FileTokenizer has a backend
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
         return [a for a, _ in enc["offset_mapping"]]
 
     def check(self, pieces: Sequence[str], specials: bool) -> bool:

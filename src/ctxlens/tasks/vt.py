@@ -15,6 +15,7 @@ so two spaces follow ``they are:``, and two newlines precede the task.
 
 from __future__ import annotations
 
+import random
 import string
 
 from ctxlens.core.errors import CtxlensError
@@ -35,7 +36,7 @@ BUDGET = 30
 ICL_TOKENS = 500
 
 
-def chains(rng, n_chains: int, n_hops: int, letters: int) -> tuple[list[list[str]], list[list[str]]]:
+def chains(rng: random.Random, n_chains: int, n_hops: int, letters: int) -> tuple[list[list[str]], list[list[str]]]:
     """(variable names, assignment lines) of ``n_chains`` chains of ``n_hops`` hops."""
     need, capacity = n_chains * (n_hops + 1), 26 ** letters
     if need > capacity // 2:  # drawn at random until distinct: never more than half of what there is
@@ -64,12 +65,13 @@ def _stream(setup: Setup) -> Stream:
     return shared_stream(setup, "essay" if setup.option("type_haystack") == "essay" else "noise")
 
 
-def _inserts(setup: Setup, rng, lines: list[list[str]], essay: bool) -> list[Insert]:
+def _inserts(setup: Setup, rng: random.Random, lines: list[list[str]], essay: bool) -> list[Insert]:
     """A chain's lines in order: before uniformly drawn noise lines (RULER), or at sorted depths
     drawn from RULER's grid (essays, or ``placement=grid``)."""
     out = []
     random_lines = on_random_lines(setup, "essay" if essay else "noise")
     for c, chain in enumerate(lines):
+        where: list[tuple[float | None, float | None]]  # (depth, line draw) of each line
         if random_lines:
             where = [(None, u) for u in sorted(rng.random() for _ in chain)]
         else:
@@ -84,7 +86,7 @@ def _parts(n_hops: int, value: str) -> tuple[str, str, str]:
     return before, after, ANSWER_PREFIX.format(num_v=n_hops + 1, query=value)
 
 
-def _example(setup: Setup, rng, n_chains: int, n_hops: int, essay: bool) -> list[str]:
+def _example(setup: Setup, rng: random.Random, n_chains: int, n_hops: int, essay: bool) -> list[str]:
     """Pieces of the solved one-shot example, as large as fits its token share."""
     hops = min(10, n_hops)
     names, lines = chains(rng, n_chains, hops, letters=3)
