@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 import transformers
@@ -30,7 +31,7 @@ import transformers
 import ctxlens.lm.tiny.every_type as every_type
 from ctxlens.core.errors import unknown
 from ctxlens.lm.coverage.attention import check_head_mask, check_qk, check_rope
-from ctxlens.lm.coverage.probe import Builder, Check, probe_ids
+from ctxlens.lm.coverage.probe import Build, Builder, Check, probe_ids
 from ctxlens.lm.coverage.stream import check_residual, check_token_loss
 from ctxlens.lm.tiny.every_type import first_line
 
@@ -63,7 +64,7 @@ def _kind(builder: Builder) -> str:
         return "?"
 
 
-def check_type(model_type: str, seed: int = 0, build: Callable | None = None,
+def check_type(model_type: str, seed: int = 0, build: Build | None = None,
                checks: Iterable[str] = ANALYSES) -> TypeCoverage:
     """Build ``model_type`` tiny and run the named checks; exceptions become failures."""
     start = time.perf_counter()
@@ -87,7 +88,7 @@ def check_type(model_type: str, seed: int = 0, build: Callable | None = None,
 
 
 def run(types: Iterable[str] | None = None, threads: int = 1,
-        progress: Callable[[TypeCoverage], None] | None = None) -> dict:
+        progress: Callable[[TypeCoverage], None] | None = None) -> dict[str, Any]:
     """The coverage of ``types`` (default: every in-scope type) and the out-of-scope list, as JSON-able dict."""
     import logging
     import warnings
@@ -125,7 +126,7 @@ def run(types: Iterable[str] | None = None, threads: int = 1,
     }
 
 
-def counts(result: dict) -> dict[str, dict[str, int]]:
+def counts(result: dict[str, Any]) -> dict[str, dict[str, int]]:
     """{analysis: {status: number of types}} over the in-scope types of ``result``."""
     table = {a: dict.fromkeys(STATUSES, 0) for a in ("built", *ANALYSES)}
     for row in result["types"]:
@@ -148,7 +149,7 @@ def _grid(header: list[str], rows: list[list[str]], markdown: bool) -> list[str]
     return [line(header), *(line(r) for r in rows)]
 
 
-def render(result: dict, markdown: bool = False, per_type: bool = True) -> str:
+def render(result: dict[str, Any], markdown: bool = False, per_type: bool = True) -> str:
     """The coverage table (one row per type unless ``per_type`` is off), the counts per analysis,
     the failures and declines with reasons, the out-of-scope types."""
     rows = result["types"]

@@ -22,6 +22,8 @@ from ctxlens.lm.attention import scaling_of
 from ctxlens.lm.coverage.probe import Builder, Check, check_close, logits_of, name_of_module, unsupported
 
 if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
+
     from ctxlens.lm.model import LM
 
 # -- post-RoPE q/k vs eager attention ------------------------------------------------------------------
@@ -35,10 +37,10 @@ def has_attention(model: torch.nn.Module) -> bool:
                for m in model.modules())
 
 
-def sliding_window(module) -> int | None:
+def sliding_window(module: torch.nn.Module) -> int | None:
     """The module's window: its own attribute, else its layer type in the config, else the config's."""
     if hasattr(module, "sliding_window"):
-        return module.sliding_window
+        return cast("int | None", module.sliding_window)  # a foreign attribute (Module says Tensor | Module)
     config = getattr(module, "config", None)
     types = getattr(config, "layer_types", None)
     if types is not None and getattr(module, "layer_idx", None) is not None:
@@ -46,7 +48,7 @@ def sliding_window(module) -> int | None:
     return getattr(config, "sliding_window", None)
 
 
-def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module,
+def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module: torch.nn.Module,
                           allowed: torch.Tensor | None = None) -> torch.Tensor:
     """[heads, n, n] softmax(q k^T * scaling) with the module's soft-cap, mask and sinks.
 
@@ -73,12 +75,12 @@ def probabilities_from_qk(q: torch.Tensor, k: torch.Tensor, module,
     return torch.softmax(scores, dim=-1)
 
 
-def _eager_probabilities(model, module_name: str, ids: torch.Tensor) -> torch.Tensor:
+def _eager_probabilities(model: torch.nn.Module, module_name: str, ids: torch.Tensor) -> torch.Tensor:
     """[heads, n, n] attention probabilities of ``module_name`` in an eager forward."""
-    seen = {}
+    seen: dict[str, torch.Tensor | None] = {}
 
-    def hook(m, args, out):
-        seen["p"] = out[1]
+    def hook(m: torch.nn.Module, args: tuple[object, ...], out: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+        seen["p"] = out[1]  # eager attention returns (output, probabilities [batch, heads, n, n])
 
     handle = model.get_submodule(module_name).register_forward_hook(hook)
     try:
@@ -86,9 +88,10 @@ def _eager_probabilities(model, module_name: str, ids: torch.Tensor) -> torch.Te
             model(input_ids=ids, use_cache=False, output_attentions=True)
     finally:
         handle.remove()
-    if seen.get("p") is None:
+    probabilities = seen.get("p")
+    if probabilities is None:
         raise RuntimeError(f"eager attention of {module_name} returned no probabilities")
-    return seen["p"][0]
+    return probabilities[0]
 
 
 def _attention_layers(lm: LM, analysis: str) -> list[int] | Check:
@@ -158,7 +161,8 @@ def check_head_mask(b: Builder, ids: torch.Tensor) -> Check:
 
 
 # -- set_rope vs a model built from the edited config ------------------------------------------------------
-def _thetas(params) -> list[float]:
+def _thetas(params: object) -> list[float]:
+    """Every rope_theta in a config's rope_parameters (one dict, or one per layer type)."""
     if not isinstance(params, dict):
         return []
     if "rope_theta" in params:
@@ -166,7 +170,7 @@ def _thetas(params) -> list[float]:
     return [t for p in params.values() for t in _thetas(p)]
 
 
-def _text(config):
+def _text(config: PretrainedConfig) -> PretrainedConfig:
     """The config that holds the RoPE parameters (the text config of a multimodal wrapper)."""
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 

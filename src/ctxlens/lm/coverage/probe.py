@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import transformers
@@ -21,7 +21,11 @@ import ctxlens.lm.tiny.every_type as every_type
 from ctxlens.lm.loading import from_model
 
 if TYPE_CHECKING:
+    from transformers import PretrainedConfig  # checked as Any (pyproject: follow_imports = "skip")
+
     from ctxlens.lm.model import LM
+
+Build = Callable[..., torch.nn.Module]  # the tiny model, given its config overrides as keywords
 
 SEQ = 24  # tokens per probe; longer than the tiny sliding windows (16), so their masks bite
 RTOL = 1e-4  # allowed max |difference| relative to max(1, max |reference|)
@@ -53,29 +57,29 @@ def probe_ids(vocab: int, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
 class Builder:
     """Fresh copies of one tiny model: the one ctxlens wraps and independent references."""
 
-    def __init__(self, model_type: str, seed: int = 0, build: Callable | None = None):
+    def __init__(self, model_type: str, seed: int = 0, build: Build | None = None) -> None:
         self.model_type, self.seed = model_type, seed
         self._build = build or (lambda **kw: every_type.build_tiny(model_type, seed=seed, **kw))
         self.state = self._build().state_dict()
 
-    def model(self, **config_overrides) -> transformers.PreTrainedModel:
+    def model(self, **config_overrides: Any) -> transformers.PreTrainedModel:
         """A new model of the same weights (config overrides go to the tiny config)."""
         m = self._build(**config_overrides)
         m.load_state_dict(self.state)
         return m.eval()
 
-    def from_config(self, config, attn_implementation: str | None = None) -> torch.nn.Module:
+    def from_config(self, config: PretrainedConfig, attn_implementation: str | None = None) -> torch.nn.Module:
         kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
         torch.manual_seed(self.seed)
         m = AutoModelForCausalLM.from_config(config, dtype=torch.float32, **kwargs)
         m.load_state_dict(self.state)
         return m.eval()
 
-    def lm(self):
+    def lm(self) -> LM:
         return from_model(self.model(), name=self.model_type)
 
 
-def logits_of(model, ids: torch.Tensor) -> torch.Tensor:
+def logits_of(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     with torch.inference_mode():
         return model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
 

@@ -9,10 +9,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import torch
 import torch.nn.functional as F
 
 from ctxlens.lm.coverage.probe import Builder, Check, check_close, logits_of, unsupported
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
+
+Output = torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]  # a module's output, or the tuple it leads
 
 # Direct children of a block that are its MLP / FFN / MoE branch (by attribute or class name).
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "mlp_block", "block_sparse_moe", "moe", "shared_mlp", "channel_mixer",
@@ -49,7 +56,7 @@ def mlp_children(block: torch.nn.Module) -> list[torch.nn.Module]:
     return linears[-1:] if len(linears) >= 2 else []
 
 
-def _zero_output(module, args, kwargs, out):
+def _zero_output(module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object], out: Output) -> Output:
     """The branch outputs zero; an MLP that adds the residual itself (bloom's) returns that residual."""
     first = out[0] if isinstance(out, (tuple, list)) else out
     residual = kwargs.get("residual", args[1] if len(args) > 1 else None)
@@ -57,15 +64,16 @@ def _zero_output(module, args, kwargs, out):
     return (zero,) + tuple(out[1:]) if isinstance(out, (tuple, list)) else zero
 
 
-def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Tensor) -> torch.Tensor | None:
+def _block_output_without_mlp(model: PreTrainedModel, layers_path: str, layer: int,
+                              ids: torch.Tensor) -> torch.Tensor | None:
     """[1, seq, d_model] block ``layer``'s output when its MLP branches output zero (None: no MLP)."""
     block = model.get_submodule(layers_path)[layer]
     mlps = mlp_children(block)
     if not mlps:
         return None
-    seen: dict = {}
+    seen: dict[str, torch.Tensor] = {}
 
-    def keep(module, args, out):
+    def keep(module: torch.nn.Module, args: tuple[object, ...], out: Output) -> None:
         seen.setdefault("h", out[0] if isinstance(out, (tuple, list)) else out)
 
     handles = [m.register_forward_hook(_zero_output, with_kwargs=True) for m in mlps]
@@ -78,19 +86,20 @@ def _block_output_without_mlp(model, layers_path: str, layer: int, ids: torch.Te
     return seen["h"]
 
 
-def _input_plus_mixer(model, layers_path: str, layer: int, ids: torch.Tensor) -> torch.Tensor | None:
+def _input_plus_mixer(model: PreTrainedModel, layers_path: str, layer: int, ids: torch.Tensor) -> torch.Tensor | None:
     """[1, seq, d_model] block input + output of its one non-norm child (a mamba block's mixer):
     what the block output must be if it is the residual after the mixer; None for other blocks."""
     block = model.get_submodule(layers_path)[layer]
     mixers = [c for _, c in block.named_children() if "Norm" not in type(c).__name__]
     if len(mixers) != 1:
         return None
-    seen: dict = {}
+    seen: dict[str, torch.Tensor] = {}
 
-    def keep_in(module, args, kwargs):
-        seen.setdefault("x", args[0] if args else kwargs.get("hidden_states"))
+    def keep_in(module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        # a block's first input is its hidden states [1, seq, d_model]
+        seen.setdefault("x", cast(torch.Tensor, args[0] if args else kwargs.get("hidden_states")))
 
-    def keep_out(module, args, out):
+    def keep_out(module: torch.nn.Module, args: tuple[object, ...], out: Output) -> None:
         seen.setdefault("y", out[0] if isinstance(out, (tuple, list)) else out)
 
     handles = [block.register_forward_pre_hook(keep_in, with_kwargs=True), mixers[0].register_forward_hook(keep_out)]

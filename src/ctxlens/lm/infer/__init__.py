@@ -18,6 +18,7 @@ Whatever a check cannot confirm is marked unsupported with one sentence saying w
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from ctxlens.core.errors import CtxlensError
 from ctxlens.lm.families import Family
@@ -37,8 +38,14 @@ from ctxlens.lm.infer.tree import (
 )
 from ctxlens.lm.model import LM, config_int, submodule
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
-def _kind(n_attention: int, n_layers: int, model) -> str:
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _kind(n_attention: int, n_layers: int, model: PreTrainedModel) -> str:
     if n_attention == n_layers:
         return "transformer"
     if n_attention:
@@ -47,7 +54,7 @@ def _kind(n_attention: int, n_layers: int, model) -> str:
     return "ssm" if ssm else "recurrent"
 
 
-def _position(model, rope_layout: str | None) -> str:
+def _position(model: PreTrainedModel, rope_layout: str | None) -> str:
     text = text_config(model.config)
     if rope_layout or rotary_modules(model):
         return "rope"
@@ -58,7 +65,7 @@ def _position(model, rope_layout: str | None) -> str:
     return "none"
 
 
-def infer_family(model) -> Family:
+def infer_family(model: PreTrainedModel) -> Family:
     """A ``Family`` for ``model`` (its attention already routed through ctxlens), checked on a probe."""
     config = model.config
     try:
@@ -79,13 +86,13 @@ def infer_family(model) -> Family:
     if why or found is None:
         raise CtxlensError(f"ctxlens cannot compute token losses for '{config.model_type}': {why}")
     post, pre_head = found
-    resid, why = _attempt(check_residual, model, blocks, attn, ids)
+    resid, why = _attempt_found(check_residual, model, blocks, attn, ids)
     if why:
         refused["residual"] = why
     found_attn = {i: submodule(b, attn) for i, b in enumerate(blocks)}
     named = {i: m for i, m in found_attn.items() if m is not None and is_attention(m)}
-    recording = _attempt(recording_modules, model, list(named.values()), ids)
-    recording = recording if isinstance(recording, list) else []
+    recorded = _attempt(recording_modules, model, list(named.values()), ids)
+    recording = recorded if isinstance(recorded, list) else []
     attn_layers = tuple(i for i, m in named.items() if any(m is r for r in recording))
     modules = [named[i] for i in attn_layers] or list(named.values())
     text = text_config(config)
@@ -109,7 +116,7 @@ def infer_family(model) -> Family:
         types = [layer_types[i] if isinstance(layer_types, (list, tuple)) and len(layer_types) > i else None
                  for i in index]
         if interface and rotary_modules(model):
-            rope_layout, why = _attempt(check_rope_layout, model, modules, types, ids)
+            rope_layout, why = _attempt_found(check_rope_layout, model, modules, types, ids)
             if why:
                 refused["rope"] = why
     if irregular:  # the block list was not found: only token losses were checked
@@ -130,13 +137,25 @@ def infer_family(model) -> Family:
     return family
 
 
-def _attempt(check: Callable, *args):
+def _attempt(check: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | str:
     """``check(*args)``; a check that raises refuses its analysis with the error's first line."""
     try:
-        return check(*args)
+        return check(*args, **kwargs)
     except Exception as err:  # noqa: BLE001 - any failure of a probe means "not confirmed"
-        why = f"its check raised {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
-        return (None, why) if check in (check_residual, check_rope_layout) else why
+        return _raised(err)
+
+
+def _attempt_found(check: Callable[P, tuple[T, str | None]], *args: P.args, **kwargs: P.kwargs
+                   ) -> tuple[T | None, str | None]:
+    """``check(*args)`` for a check returning (found, why); one that raises gives (None, its error's first line)."""
+    try:
+        return check(*args, **kwargs)
+    except Exception as err:  # noqa: BLE001 - any failure of a probe means "not confirmed"
+        return None, _raised(err)
+
+
+def _raised(err: Exception) -> str:
+    return f"its check raised {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}"
 
 
 def _refuse(family: Family, analysis: str, why: str) -> Family:

@@ -16,6 +16,7 @@ Each check returns None (or what it found), or one sentence saying why it could 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, cast
 
 import torch
@@ -26,24 +27,26 @@ from ctxlens.lm.infer.probe import all_close, tolerance
 from ctxlens.lm.infer.tree import decoder, projection_shape, rotary_modules
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
+
     from ctxlens.lm.model import LM
 
 
 class _Seen:
     """A recorder: the first q/k each attention module hands over, and how often it is called."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.q: dict[int, torch.Tensor] = {}  # id(module) -> [batch, heads, seq, head_dim]
         self.k: dict[int, torch.Tensor] = {}  # id(module) -> [batch, kv_heads, seq, head_dim]
         self.calls: dict[int, int] = {}
 
-    def record(self, module, query, key):
+    def record(self, module: nn.Module, query: torch.Tensor, key: torch.Tensor) -> None:
         self.q.setdefault(id(module), query.detach())
         self.k.setdefault(id(module), key.detach())
         self.calls[id(module)] = self.calls.get(id(module), 0) + 1
 
 
-def _recorded(model, ids: torch.Tensor) -> _Seen:
+def _recorded(model: PreTrainedModel, ids: torch.Tensor) -> _Seen:
     seen = _Seen()
     attn_fn.push(seen)
     try:
@@ -54,13 +57,13 @@ def _recorded(model, ids: torch.Tensor) -> _Seen:
     return seen
 
 
-def recording_modules(model, modules: list[nn.Module], ids: torch.Tensor) -> list[nn.Module]:
+def recording_modules(model: PreTrainedModel, modules: list[nn.Module], ids: torch.Tensor) -> list[nn.Module]:
     """The attention modules that hand their q/k to ctxlens' registered attention function."""
     seen = _recorded(model, ids)
     return [m for m in modules if id(m) in seen.q]
 
 
-def check_qk(model, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -> str | None:
+def check_qk(model: PreTrainedModel, modules: list[nn.Module], n_heads: int, ids: torch.Tensor) -> str | None:
     """None when the attention modules hand [1, heads, seq, head_dim] q/k to ctxlens, else why not."""
     seen = _recorded(model, ids)
     if not modules:
@@ -118,7 +121,7 @@ def _inv_freq_buffers(model: nn.Module) -> list[tuple[nn.Module, str]]:
 
 
 @contextlib.contextmanager
-def _no_rotation(model: nn.Module):
+def _no_rotation(model: nn.Module) -> Iterator[None]:
     """Within the block every rotary module's inverse frequencies are zero: RoPE rotates nothing."""
     saved = [(m, n, getattr(m, n).clone()) for m, n in _inv_freq_buffers(model)]
     try:
@@ -130,7 +133,7 @@ def _no_rotation(model: nn.Module):
             getattr(m, n).copy_(b)
 
 
-def check_rope_layout(model, modules: list[nn.Module], layer_types: list[str | None],
+def check_rope_layout(model: PreTrainedModel, modules: list[nn.Module], layer_types: list[str | None],
                       ids: torch.Tensor) -> tuple[str | None, str | None]:
     """("half" | "interleaved", None) for the pair layout under which q rotates by p * inv_freq, or (None, why).
 

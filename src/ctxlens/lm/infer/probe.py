@@ -7,12 +7,18 @@ comparisons follows the model's dtype.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 PROBE_LEN = 12
 
 
-def probe_ids(model, length: int = PROBE_LEN) -> torch.Tensor:
+def probe_ids(model: PreTrainedModel, length: int = PROBE_LEN) -> torch.Tensor:
+    """[1, length] random token ids (fixed seed) on the model's device."""
     vocab = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else 256
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(min(3, vocab - 1), min(vocab, 32000), (1, length), generator=gen)

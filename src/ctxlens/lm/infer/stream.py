@@ -13,21 +13,31 @@ Each check returns what it found, or None and one sentence saying why it could n
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from ctxlens.lm.infer.probe import all_close, relative_error
 from ctxlens.lm.infer.tree import decoder, embedding_width, is_norm, mlp_branches, text_config
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
-def _post_candidates(config) -> list[tuple[str, Callable | None]]:
+LogitsPost = Callable[[object, torch.Tensor], torch.Tensor]  # (config, logits [..., vocab]) -> logits, as Family's
+Resid = str | tuple[str, ...]  # one read point for every layer, or one per layer (Family.resid)
+Output = torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]  # a module's output, or the tuple it leads
+Store = dict[tuple[str, int], torch.Tensor]  # (read point, layer) -> [1, seq, d_model]
+
+
+def _post_candidates(config: PretrainedConfig) -> list[tuple[str, LogitsPost | None]]:
     """(description, logits_post) pairs to try: none, then each logit field of the config."""
     from ctxlens.lm.families import scale, softcap
 
     text = text_config(config)
-    out: list[tuple[str, Callable | None]] = [("none", None)]
+    out: list[tuple[str, LogitsPost | None]] = [("none", None)]
     for attr in sorted(a for a in dir(text) if "logit" in a and not a.startswith("_")):
         try:  # properties too (minicpm3's logits_scaling); some configs refuse per-layer reads
             value = getattr(text, attr)
@@ -42,26 +52,27 @@ def _post_candidates(config) -> list[tuple[str, Callable | None]]:
     return out
 
 
-def _divide(attr: str) -> Callable:
-    def post(config, logits: torch.Tensor) -> torch.Tensor:
+def _divide(attr: str) -> LogitsPost:
+    def post(config: PretrainedConfig, logits: torch.Tensor) -> torch.Tensor:
         return logits / getattr(text_config(config), attr, 1.0)
 
     return post
 
 
-def _pre_head_candidates(model) -> list[str | None]:
+def _pre_head_candidates(model: PreTrainedModel) -> list[str | None]:
     """None (the LM head reads the final hidden states), then each top-level child that could sit
     between them (modernbert-decoder's prediction head: logits = decoder(lm_head(h)))."""
     head, body = model.get_output_embeddings(), decoder(model)
     return [None, *(n for n, m in model.named_children() if m is not head and m is not body)]
 
 
-def check_logits(model, ids: torch.Tensor) -> tuple[tuple[Callable | None, str | None] | None, str | None]:
+def check_logits(model: PreTrainedModel, ids: torch.Tensor
+                 ) -> tuple[tuple[LogitsPost | None, str | None] | None, str | None]:
     """((logits_post, pre_head), None) reproducing the model's logits from its final hidden states, or (None, why)."""
     head = model.get_output_embeddings()
     if head is None:
         return None, "the model has no output embedding (LM head) to compute losses from."
-    scored: list[tuple[float, int, tuple[Callable | None, str | None]]] = []
+    scored: list[tuple[float, int, tuple[LogitsPost | None, str | None]]] = []
     with torch.inference_mode():
         want = model(input_ids=ids, use_cache=False).logits.float()  # [1, seq, vocab]
         hidden = decoder(model)(input_ids=ids, use_cache=False).last_hidden_state  # [1, seq, d_model]
@@ -93,15 +104,16 @@ def _block_candidates(block: nn.Module, branches: list[str]) -> list[str]:
             + [f"post:{m}" for m in mixers])  # dbrx's norm_attn_norm returns the stream itself
 
 
-def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Tensor) -> tuple[object, str | None]:
+def check_residual(model: PreTrainedModel, blocks: nn.ModuleList, attn: str | None,
+                   ids: torch.Tensor) -> tuple[Resid | None, str | None]:
     """(mode or per-layer modes, None): in each block, the read point equal to its output with every
     MLP branch zeroed (one forward, all blocks at once); or (None, why)."""
     prefix = type(model).__name__.split("For")[0]
     branches = [mlp_branches(b, embedding_width(model), prefix) for b in blocks]
     candidates = [_block_candidates(b, br) for b, br in zip(blocks, branches)]
-    seen: dict[tuple[str, int], torch.Tensor] = {}
-    truth: dict[int, torch.Tensor] = {}
-    handles = []
+    seen: Store = {}
+    truth: dict[int, torch.Tensor] = {}  # layer -> its block output [1, seq, d_model]
+    handles: list[RemovableHandle] = []
     for i, block in enumerate(blocks):
         handles.append(block.register_forward_pre_hook(_keep(seen, ("in", i)), with_kwargs=True))
         handles.append(block.register_forward_hook(lambda m, a, o, i=i: truth.__setitem__(i, _first(o).detach())))
@@ -137,16 +149,16 @@ def check_residual(model, blocks: nn.ModuleList, attn: str | None, ids: torch.Te
     return tuple(min(p, key=p.__getitem__) for p in passing), None
 
 
-def _pair_first(out) -> torch.Tensor:
+def _pair_first(out: object) -> torch.Tensor:
     """The first of two same-shaped tensors a sublayer returns; NaN for any other output."""
-    pair = isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(o) for o in out)
-    if pair and out[0].shape == out[1].shape:
+    if (isinstance(out, tuple) and len(out) == 2 and all(torch.is_tensor(o) for o in out)
+            and out[0].shape == out[1].shape):
         return out[0].detach()
     return torch.full((0,), float("nan"))
 
 
-def _keep(store: dict, key):
-    def hook(m, args, kwargs):
+def _keep(store: Store, key: tuple[str, int]) -> Callable[[nn.Module, tuple[object, ...], dict[str, object]], None]:
+    def hook(m: nn.Module, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
         h = _hidden(args, kwargs)
         if h is not None:
             store[key] = h.detach()
@@ -154,7 +166,7 @@ def _keep(store: dict, key):
     return hook
 
 
-def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
+def _read(seen: Store, mode: str, i: int, truth: dict[int, torch.Tensor]) -> torch.Tensor:
     if mode == "in":
         return seen.get(("in", i), torch.full((0,), float("nan")))
     if mode.startswith("post:"):
@@ -165,21 +177,22 @@ def _read(seen: dict, mode: str, i: int, truth: dict) -> torch.Tensor:
     return seen.get((mode, i), torch.full((0,), float("nan")))
 
 
-def _first(out) -> torch.Tensor:
+def _first(out: Output) -> torch.Tensor:
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
-def _hidden(args, kwargs) -> torch.Tensor | None:
+def _hidden(args: tuple[object, ...], kwargs: dict[str, object]) -> torch.Tensor | None:
     if args and torch.is_tensor(args[0]):
         return args[0]
     for name in ("hidden_states", "activations", "hidden", "x", "input"):
-        if torch.is_tensor(kwargs.get(name)):
-            return kwargs[name]
+        value = kwargs.get(name)
+        if torch.is_tensor(value):
+            return value
     return None
 
 
 @contextlib.contextmanager
-def _hooks(handles: list):
+def _hooks(handles: list[RemovableHandle]) -> Iterator[None]:
     try:
         yield
     finally:
@@ -187,7 +200,8 @@ def _hooks(handles: list):
             h.remove()
 
 
-def _zero_output(module, args, out):
+def _zero_output(module: nn.Module, args: tuple[object, ...], out: torch.Tensor | tuple[torch.Tensor, ...]
+                 ) -> torch.Tensor | tuple[torch.Tensor, ...]:
     if isinstance(out, tuple):
         return (torch.zeros_like(out[0]),) + out[1:]
     return torch.zeros_like(out)

@@ -21,17 +21,18 @@ from torch import nn
 from ctxlens.core.errors import CtxlensError
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
+    from transformers import PretrainedConfig, PreTrainedModel  # checked as Any (pyproject: follow_imports = "skip")
 
 _MLP_NAMES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "moe", "channel_mix", "mlp_block", "ff")
 _MLP_CLASSES = ("MLP", "Mlp", "FeedForward", "MoE", "Moe", "Experts", "FFN", "Ffn", "SparseMoe")
 
 
-def text_config(config):
+def text_config(config: PretrainedConfig) -> PretrainedConfig:
+    """The text model's config (a multimodal config keeps it as a sub-config)."""
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def layer_count(config) -> int | None:
+def layer_count(config: PretrainedConfig) -> int | None:
     text = text_config(config)
     for attr in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
         if isinstance(getattr(text, attr, None), int):
@@ -133,5 +134,5 @@ def decoder(model: PreTrainedModel) -> nn.Module:
     return model.get_submodule(path) if path else model.base_model
 
 
-def embedding_width(model) -> int:
+def embedding_width(model: PreTrainedModel) -> int:
     return int(model.get_input_embeddings().weight.shape[1])
