@@ -42,9 +42,37 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CTXLENS_HOME", str(tmp_path_factory.getbasetemp() / "ctxlens-home"))
 
 
+# Fixtures built once per worker that cost seconds to tens of seconds: their tests share one xdist group, so that
+# under ``--dist loadgroup`` each is built once per session rather than once on every worker.
+SHARED = {
+    "ref_home": "real",  # the reference models converted from their GGUF files (tests/real/conftest.py)
+    "full_report": "report",  # the report of every fixture experiment (tests/report/conftest.py)
+    "grid_run": "optimal-context",  # a CLI run of optimal-context (tests/experiments/test_optimal_context.py)
+}
+
+
+@pytest.hookimpl(wrapper=True)  # around xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (the README's command: ``-n auto --dist loadgroup``) the real-model tier runs in
-    one worker, so its two reference models are converted once per session rather than once per worker."""
+    one worker (with the tests that convert the models without the marker: those asking for ``ref_home``),
+    so its two reference models are converted once per session rather than once per worker; so do the
+    tests of each other fixture of ``SHARED``.
+
+    xdist's loadgroup scheduler reads an item's group from the suffix ``@GROUP`` of its node id, which
+    xdist 3.8 writes to ``item._nodeid``; pytest >= 9.2 keeps the id in ``item._id`` (pytest-xdist issue
+    1386), where the suffix is written here after xdist's hook: without it the groups are silently ignored."""
     for item in items:
-        if item.get_closest_marker("real"):
-            item.add_marker(pytest.mark.xdist_group("real"))
+        names = getattr(item, "fixturenames", ())
+        group = "real" if item.get_closest_marker("real") else next((SHARED[f] for f in SHARED if f in names), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import NodeId
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and "@" not in item.nodeid.rpartition("]")[2] and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")

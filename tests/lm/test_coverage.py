@@ -9,6 +9,7 @@ Here each check is shown to pass on llama and to FAIL when the adapter is delibe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 
 import pytest
@@ -186,7 +187,11 @@ def test_sample_run_renders_counts_and_out_of_scope(tmp_path):
 
 
 @pytest.mark.slow
-def test_full_coverage_run_meets_the_token_loss_target():
+def test_full_coverage_run_meets_the_token_loss_target(monkeypatch):
+    """Every in-scope type builds and its token losses pass, on at least 90% of them. Only the checks this
+    asserts are run (``built`` and ``token_loss``): the other four are shown passing and failing above, and
+    on every type by ``ctxlens models --all``; here they took two thirds of the time."""
+    monkeypatch.setattr(coverage, "check_type", functools.partial(coverage.check_type, checks=("token_loss",)))
     result = coverage.run()
     counts = coverage.counts(result)
     n = len(result["types"])

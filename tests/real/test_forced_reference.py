@@ -1,14 +1,20 @@
 """Known answers scored in one teacher-forced forward, on the reference models (issue 43 part 4).
 
-SmolLM2-135M-Instruct (its chat template) and Gemma-3-270M (plain prompts): a grid of RULER needle
-tasks (a 36-token budget) and RULER's passkey at two lengths, every item scored twice, once by decoding every item
+SmolLM2-135M-Instruct (its chat template) and Gemma-3-270M (plain prompts): three RULER needle tasks
+(a 36-token budget) and RULER's passkey at 256 tokens, every item scored twice, once by decoding every item
 (``--forced false``: the route of every earlier run, the truth here) and once by the forced route;
-the scores must be equal on every item. How many items the forced forward proved is printed (run
-with ``-s``) and recorded as the test's ``proven`` property. The decoded gold text must be a prefix
-of the decoded answer of every proven item, and of the tokenizer's decoding of any longer id list
-(the premise of the proof, checked on each tokenizer).
+the scores must be equal on every item, and on each model the forced forward must prove some items and
+leave others to decoding. How many items the forced forward proved is printed (run with ``-s``) and
+recorded as the test's ``proven`` property. The decoded gold text must be a prefix of the decoded answer
+of every proven item, and of the tokenizer's decoding of any longer id list (the premise of the proof,
+checked on each tokenizer, on every needle task).
 
-Measured on 2 CPU cores shared with another job: see the report of issue 43 part 4.
+The grid keeps both kinds of item on both models (8 items each; SmolLM2 4 proven, Gemma 6):
+niah_single_3 (a uuid answer, 35 tokens: the longest gold the budget allows) and the passkey probes are
+proven on both; niah_multivalue is left to decoding on both (SmolLM2 scores 75 and 100 there, Gemma 0
+and 75), niah_multikey_1 on SmolLM2 (wrong answers; Gemma proves both). Issue 43 part 4 ran a larger grid
+(five tasks and passkey at 256 and 512 tokens, 24 items per model); issue 46 cut it to this one for the
+suite's time (about a third of it), keeping every check.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from ctxlens.probes.tasks import TaskOptions, golds, rows_for, samples
 
 pytestmark = pytest.mark.real
 MODELS = ["smollm2", "gemma3"]
-TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multivalue")
-LENGTHS = (256, 512)
-N = 2  # samples per (task, length): needles at drawn depths
+TASKS = ("niah_single_3", "niah_multikey_1", "niah_multivalue")  # which items each model proves: the docstring
+PREFIX_TASKS = ("niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1", "niah_multivalue", "vt")
+LENGTHS = (256,)
+N = 2  # samples per (task, length): needles at drawn depths (one batch: a second sample costs little)
 BUDGET = 36  # tokens decoded (RULER's 128, bounded for time): a uuid answer takes 35, after a lead-in 36
 DEPTHS = [0.25, 0.75]  # passkey depths, one probe each per length
 
@@ -64,7 +71,8 @@ def test_forced_and_decoded_scores_are_equal_on_every_item(name, request, record
     record_property("seconds", round(seconds, 1))
     print(f"\n{name}: {items} items, {proven} proven by the forced forward, scores equal on all {items}; "
           f"{seconds:.0f} s for both routes")
-    assert items >= 20
+    assert items == (len(TASKS) * N + len(DEPTHS)) * len(LENGTHS)
+    assert 0 < proven < items, (name, proven, items)  # both routes of the forced scoring are exercised
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -78,7 +86,7 @@ def test_decoding_more_ids_keeps_the_decoded_gold_text_as_its_prefix(name, reque
     tails += [[rng.randrange(len(tok)) for _ in range(rng.randint(1, 12))] for _ in range(40)]
     tails.append([tok.eos_token_id])
     config = TaskOptions(n_samples=2, cache=False, max_new_tokens=BUDGET)
-    for task in (*TASKS, "vt"):
+    for task in PREFIX_TASKS:
         batch = samples(lm, config, task, 512, {})
         for gold in golds(lm, batch):
             text = tok.decode(gold, skip_special_tokens=True)
