@@ -69,10 +69,9 @@ def pytest_collection_modifyitems(config, items):
     yield
     if not getattr(config.option, "loadgroup", False):
         return
-    from _pytest.nodeid import NodeId
-
     for item in items:
         groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
                          for m in item.iter_markers("xdist_group")})
-        if groups and "@" not in item.nodeid.rpartition("]")[2] and hasattr(item, "_id"):
-            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+        node_id = getattr(item, "_id", None)  # pytest >= 9.2: a NodeId; before, absent (and xdist's suffix holds)
+        if groups and hasattr(node_id, "parse") and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = node_id.parse(f"{item.nodeid}@{'_'.join(groups)}")
