@@ -67,7 +67,6 @@ from ctxlens.core.options import (
     Steps,
     Threads,
     Width,
-    between,
     option,
 )
 from ctxlens.core.units import Cache, Row, Unit
@@ -84,7 +83,6 @@ GRIDS = {  # training-set sizes, visible context lengths, seeds
              "seeds": [0, 1, 2]},
 }
 Grid = typing.Literal["reduced", "full"]
-MAX_BITS = 1024
 
 
 @dataclass
@@ -97,7 +95,7 @@ class Config:
     seeds: list[Seed] | None = option(None, "one training run per seed and (size, length); unset: the "
                                                       "grid's")
     # dataset: SparseParity(n_bits, tasks_per_bit, first_max_bit, alpha)
-    n_bits: Annotated[int, between(1, MAX_BITS)] = option(20, "sparse-parity bits per sample")
+    n_bits: Bits = option(20, "sparse-parity bits per sample")
     tasks_per_bit: Bits = option(1, "subtasks per farther bit")
     first_max_bit: Bits = option(2, "the farther bit of the first subtasks")
     alpha: Annotated[float, Finite] = option(1.15, "subtask frequency ∝ (farther bit) ** -alpha (1.15: the law "

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ctxlens.core.registry import Registry
 from ctxlens.findings.line import Line  # noqa: F401 - re-exported: every line module's result
+from ctxlens.findings.setups import measured_with
 from ctxlens.findings.verdicts import Rows
 from ctxlens.row_access import declares
 from ctxlens.tasks.scoring import THRESHOLD
@@ -192,8 +193,6 @@ def model_lines(rows: Rows, model: str, info: dict | None, L: int | None, thresh
     (``decide``); ``sequential``: the parts whose runs a profile may grow in rounds (their lines test with
     anytime-valid tests); ``setups`` ({part: {setting: value}}): what each part was measured with, named
     on every line when parts differ (``ctxlens.findings.setups``)."""
-    from ctxlens.findings.setups import measured_with
-
     specs = ordered()
     if L is None:
         return [absent(c.key, model, "not measured: the model's training length is not recorded") for c in specs]

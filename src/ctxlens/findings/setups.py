@@ -23,8 +23,9 @@ def differing(setups: dict[str, dict[str, str]]) -> list[str]:
     return [k for k in SHOWN if len({s[k] for s in setups.values() if s.get(k)}) > 1]
 
 
-def _short(value: str) -> str:
-    """A digest as a card shows it (``sha256:`` and 16 hex digits); any other value as it is."""
+def short_digest(value: str) -> str:
+    """A digest as a card shows it (``sha256:<64 hex>`` -> ``sha256:<first 16 hex>``, enough to tell files apart;
+    ``fingerprint:`` alike); any other value as it is."""
     kind, _, digest = value.partition(":")
     return f"{kind}:{digest[:16]}" if kind in ("sha256", "fingerprint") and len(digest) > 16 else value
 
@@ -32,7 +33,7 @@ def _short(value: str) -> str:
 def _values(setups: dict[str, dict[str, str]], parts: list[str], key: str) -> str:
     """The values of ``key`` in ``parts`` (each value of a joined pair once), as a card shows them."""
     found = sorted({v for p in parts for v in setups[p].get(key, "").split(" + ") if v})
-    return " + ".join(_short(v) for v in found) if found else "not recorded"
+    return " + ".join(short_digest(v) for v in found) if found else "not recorded"
 
 
 def measured_with(line: Line, reads: tuple[str, ...], setups: dict[str, dict[str, str]]) -> Line:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctxlens.findings.card import Context, Line, card_line
+from ctxlens.findings.setups import short_digest
 
 
 @card_line("length", "L, the length the lines are read at", "the profile (`ctxlens profile`)",
@@ -41,7 +42,7 @@ def weights_line(model: str, info: dict | None) -> Line:
     fingerprint = (info or {}).get("fingerprint")
     shown = [f"{k} {v if v else 'not recorded'}" for k, v in (
         ("format", fields["format"]), ("quantisation", fields["quantization"]), ("file", fields["file"]),
-        ("digest", _short(fields["digest"])))]
+        ("digest", short_digest(fields["digest"]) if fields["digest"] else None))]
     text = "; ".join(shown)
     several = len(fingerprint.split(" + ")) if fingerprint else 0
     note = (f"ctxlens fingerprints {fingerprint} (its runs record {several}: an earlier ctxlens's scheme, or weights "
@@ -52,12 +53,3 @@ def weights_line(model: str, info: dict | None) -> Line:
                "the run predates the weights record: re-run a part to record them" if len(missing) == 4 else
                f"not recorded: {', '.join(missing)}")
     return Line("weights", model, None, text, note, verdict, {**fields, "fingerprint": fingerprint})
-
-
-def _short(digest: str | None) -> str | None:
-    """``sha256:<64 hex>`` -> ``sha256:<first 16 hex>`` (enough to tell files apart on a card)."""
-    if not digest:
-        return None
-    kind, _, value = digest.partition(":")
-    return f"{kind}:{value[:16]}" if value else digest[:16]
-
