@@ -85,3 +85,20 @@ def test_shipped_retrieval_is_what_the_record_says(name):
     assert all(abs(a - b) <= 2 for a, b in zip(hits, recorded))  # a near tie may flip on another CPU
     if name in RETRIEVERS:
         assert sum(hits) >= 3
+
+
+@pytest.mark.skipif("hybrid" not in SHIPPED_NAMES, reason="zoo:hybrid is not shipped")
+def test_the_forced_read_of_retrieval_is_what_greedy_decoding_writes():
+    """``greedy_hits`` decides a probe from one forward; ``model.generate`` (transformers' greedy decoding,
+    step by step with its cache) is the truth, on zoo:hybrid (attention and Mamba-2 layers), whose probes at
+    128 bytes are found and missed."""
+    from ctxlens.data.corpus import retrieval_probes
+    from ctxlens.zoo.build import _decoded_hit, greedy_hits
+
+    lm = ctxlens.load(str(SHIPPED / "hybrid"), device="cpu")
+    probes = retrieval_probes(RECIPE.corpus_seed + 7, 16, distance_bytes=128, total_bytes=RECIPE.seq_len - 16)
+    prompts = [lm.tokenizer(p.prompt, add_special_tokens=False)["input_ids"] for p in probes]
+    found = greedy_hits(lm.model, lm.tokenizer, prompts, [p.answer for p in probes])
+    decoded = [_decoded_hit(lm.model, lm.tokenizer, ids, p.answer) for ids, p in zip(prompts, probes)]
+    assert [f for f in found if f is not None] == [d for f, d in zip(found, decoded) if f is not None]
+    assert {True, False} <= set(found)  # both verdicts are read, not decoded

@@ -90,23 +90,71 @@ def unigram_baseline(train_ids: torch.Tensor, val: torch.Tensor, vocab: int) -> 
     return -sum(logp[t] for t in targets) / len(targets)
 
 
+TIE = 1e-4  # float32: logits within TIE * max(1, |logit|) of each other count as tied (``tasks.forced``'s width)
+
+
 @torch.no_grad()
 def retrieval_accuracy(model: PreTrainedModel, tok: PreTrainedTokenizerBase, recipe: Recipe) -> list[dict[str, float]]:
-    """Greedy exact-match retrieval of a key-value fact stated ``distance`` bytes before the ask."""
+    """Greedy exact-match retrieval of a key-value fact stated ``distance`` bytes before the ask.
+
+    A probe is a hit when greedy decoding of as many tokens as its answer has bytes writes text that
+    starts with the answer. Each distance's probes are read in one teacher-forced forward
+    (``greedy_hits``); the probes it cannot decide (a near tie) are decoded with ``model.generate``."""
     from ctxlens.data.corpus import retrieval_probes
 
     rows = []
     for distance in recipe.probe_distances:
         probes = retrieval_probes(recipe.corpus_seed + 7, recipe.probes_per_distance, distance_bytes=distance,
                                   total_bytes=recipe.seq_len - 16)
-        hits = 0
-        for p in probes:
-            ids = torch.tensor([tok(p.prompt, add_special_tokens=False)["input_ids"]])
-            out = model.generate(ids, max_new_tokens=len(p.answer.encode()), do_sample=False,
-                                 pad_token_id=tok.eos_token_id)
-            hits += tok.decode(out[0, ids.shape[1]:]).startswith(p.answer)
+        prompts = [tok(p.prompt, add_special_tokens=False)["input_ids"] for p in probes]
+        found = greedy_hits(model, tok, prompts, [p.answer for p in probes])
+        hits = sum(_decoded_hit(model, tok, ids, p.answer) if hit is None else hit
+                   for ids, p, hit in zip(prompts, probes, found))
         rows.append({"distance_bytes": distance, "n": len(probes), "accuracy": hits / len(probes)})
     return rows
+
+
+def greedy_hits(model: PreTrainedModel, tok: PreTrainedTokenizerBase, prompts: list[list[int]],
+                answers: list[str]) -> list[bool | None]:
+    """Whether greedy decoding of ``len(answer.encode())`` tokens after each prompt writes text starting with
+    its answer, read from one forward of prompt + answer ids[:-1] per probe (probes of one prompt and answer
+    length batched), without decoding. With gold ids g (m of them, within the steps, decoding to the answer):
+
+    * True when every g_j is the argmax at its position by more than a tie (greedy writes g first);
+    * False when g_0..g_{j-1} are and another token t beats g_j by more than a tie, and the text of
+      g_0..g_{j-1}, t neither starts the answer nor starts with it (greedy writes it first, and a
+      tokenizer's decoded prefix is a prefix of the decoded whole);
+    * None (decode it) otherwise: a near tie, or a t whose text leaves the question open.
+
+    The tie is ``tasks.forced``'s: the forward runs the ids in one pass, decoding step by step."""
+    golds = [tok(a, add_special_tokens=False)["input_ids"] for a in answers]
+    out: list[bool | None] = [None] * len(prompts)
+    batches: dict[tuple[int, int], list[int]] = {}
+    for i, (prompt, gold, answer) in enumerate(zip(prompts, golds, answers)):
+        if 0 < len(gold) <= len(answer.encode()) and tok.decode(gold) == answer:
+            batches.setdefault((len(prompt), len(gold)), []).append(i)
+    for (n, m), rows in batches.items():
+        gold = torch.tensor([golds[i] for i in rows])  # [B, m]
+        ids = torch.cat([torch.tensor([prompts[i] for i in rows]), gold[:, :-1]], dim=1)  # [B, n + m - 1]
+        logits = model(input_ids=ids).logits[:, n - 1:].float()  # [B, m, vocab]: position j predicts gold[:, j]
+        at_gold = logits.gather(-1, gold[..., None]).squeeze(-1)  # [B, m]
+        rival = logits.scatter(-1, gold[..., None], float("-inf")).max(-1)  # values, indices [B, m]
+        tie = TIE * at_gold.abs().clamp(min=1.0)  # [B, m]
+        wins, loses = (at_gold - rival.values > tie).tolist(), (rival.values - at_gold > tie).tolist()
+        for k, i in enumerate(rows):
+            j = next((j for j in range(m) if not wins[k][j]), m)
+            if j == m:
+                out[i] = True
+            elif loses[k][j]:
+                text = tok.decode([*golds[i][:j], int(rival.indices[k, j])])
+                out[i] = False if not (text.startswith(answers[i]) or answers[i].startswith(text)) else None
+    return out
+
+
+def _decoded_hit(model: PreTrainedModel, tok: PreTrainedTokenizerBase, prompt: list[int], answer: str) -> bool:
+    ids = torch.tensor([prompt])  # [1, n]
+    out = model.generate(ids, max_new_tokens=len(answer.encode()), do_sample=False, pad_token_id=tok.eos_token_id)
+    return tok.decode(out[0, ids.shape[1]:]).startswith(answer)
 
 
 def train_zoo_model(spec: ZooSpec, out: str | Path, recipe: Recipe = RECIPE,
