@@ -23,6 +23,7 @@ said in ``Run.problems`` in one sentence.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -103,6 +104,12 @@ def text_safe(value: Any) -> Any:  # whatever JSON or YAML holds, of the same sh
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def _text_safe_rows(rows: list[dict]) -> list[dict]:
+    """``text_safe(rows)``, walked only when some string of theirs holds a lone surrogate: JSON's encoder
+    finds that out at C speed (the rows are what JSON parsed), where the walk visits every value."""
+    return text_safe(rows) if _SURROGATE.search(json.dumps(rows, ensure_ascii=False)) else rows
+
+
 def _read_config(path: Path, problems: list[str]) -> dict | None:
     file = path / "config.yaml"
     if not file.exists():
@@ -146,7 +153,7 @@ def read_run(path: str | os.PathLike) -> Run:
     """Committed rows, config, env and the count of uncommitted result lines of one run."""
     path = Path(path)
     problems: list[str] = []
-    rows = declared_rows(current(_named_rows(text_safe(read_rows(path)), problems)))
+    rows = declared_rows(current(_named_rows(_text_safe_rows(read_rows(path)), problems)))
     written = sum(_line_count(f) for f in results_files(path))
     return Run(path, rows, _read_config(path, problems), _read_env(path, problems),
                uncommitted=max(0, written - len(rows)), problems=problems)

@@ -28,6 +28,7 @@ declared columns without one that none of a run's rows carries (the report fixtu
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -88,7 +89,7 @@ class Column:
         if low is not None and high is not None and low > high:
             raise CtxlensError(f"Column {self.name!r} is declared with low {low} above high {high}; swap them.")
 
-    @property
+    @functools.cached_property  # read per value of every row checked; a frozen Column's bounds never change
     def bounds(self) -> tuple[float | None, float | None]:
         """(low, high) of a number column: the declared ones, else its unit's (None: open); (None, None)
         for other types."""
@@ -113,7 +114,8 @@ class Column:
         low, high = self.bounds
         if low is None and high is None:
             return True
-        number = float(value if isinstance(value, numbers.Real) else _item(value))  # type: ignore[arg-type]
+        number = float(value if type(value) in (int, float) or isinstance(value, numbers.Real)  # type: ignore[arg-type]
+                       else _item(value))
         if not math.isfinite(number):
             return True  # stored as null: "not a number"
         slack = (lambda bound: TOLERANCE * max(1.0, abs(bound))) if self.type is float else (lambda bound: 0.0)
@@ -122,10 +124,14 @@ class Column:
 
 
 def _is_int(v: object) -> bool:
+    if type(v) is int:  # JSON's: the common case, ahead of the abstract checks
+        return True
     return (isinstance(v, numbers.Integral) and not isinstance(v, bool)) or _scalar(v, int)
 
 
 def _is_float(v: object) -> bool:
+    if type(v) in (float, int):
+        return True
     return (isinstance(v, numbers.Real) and not isinstance(v, bool)) or _scalar(v, float)
 
 
