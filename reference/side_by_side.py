@@ -28,8 +28,11 @@ KEYS = ("text", "loss_fit", "usable_context", "ppl_2l", "accs_depth", "accs_plat
 
 
 def table() -> str:
-    cards = {name: {line.key: line for line in card_of_runs(read_runs(path), [model])[model]}
-             for name, (path, model) in COLUMNS.items()}
+    models: dict[Path, list[str]] = {}  # each profile read once, its card made once for the models it shows
+    for path, model in COLUMNS.values():
+        models.setdefault(path, []).append(model)
+    made = {path: card_of_runs(read_runs(path), names) for path, names in models.items()}
+    cards = {name: {line.key: line for line in made[path][model]} for name, (path, model) in COLUMNS.items()}
     asked = questions()
     out = [f"| line | {' | '.join(COLUMNS)} |", "|---" * (len(COLUMNS) + 1) + "|"]
     for key in KEYS:
