@@ -395,11 +395,14 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_chat_templates_end_in_one_sentence_quickly(tmp_path, name):
+def test_hostile_chat_templates_end_in_one_sentence_quickly(tmp_path, name, monkeypatch):
     import resource
 
+    from ctxlens.tasks import sandbox
     from ctxlens.tasks.export import load_tokenizer
     from ctxlens.tasks.render import frame_for
+
+    monkeypatch.setattr(sandbox, "SECONDS", 2.0)  # "nested loops" runs until the time bound: 2 s here, not 10
 
     folder = _template_folder(tmp_path, HOSTILE[name] + "{{ messages[0]['content'] }}")
     tok = load_tokenizer(str(folder))

@@ -1,12 +1,14 @@
 """Issue 45, item 8: a FIFO given where ctxlens reads a file (a text source, a haystack source, a QA file,
 a findings file) is one sentence and exit 2, never a read that waits for a writer that never comes.
-Each command runs in a subprocess with a time limit, so a regression fails instead of hanging the suite."""
+Each command runs in a thread of this process with a time limit: a regression that opens the FIFO and waits is
+released by opening its other end, and fails instead of hanging the suite."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -24,16 +26,27 @@ CASES = {
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_fifo_given_as_a_file_is_refused_without_waiting(case, tmp_path):
+def test_a_fifo_given_as_a_file_is_refused_without_waiting(case, tmp_path, capsys):
     fifo = tmp_path / "input.txt"
     os.mkfifo(fifo)
     run = Path(__file__).parents[2] / "reference" / "profile" / "ref-smollm2-135m" / "suffix-ppl"  # a real run
     argv = [a.format(fifo=fifo, run=run, out=tmp_path) for a in CASES[case]]
     if argv[0] == "run":
         argv += ["--out", str(tmp_path / "out"), "--no-progress"]
-    done = subprocess.run([sys.executable, "-m", "ctxlens", *argv], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, (done.returncode, done.stderr[-500:])
-    assert "not a regular file" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    from ctxlens.cli import main
+
+    codes: list[int] = []
+    command = threading.Thread(target=lambda: codes.append(main(argv)), daemon=True)
+    command.start()
+    command.join(60)
+    if command.is_alive():  # it opened the FIFO and waits for a writer: be one, so that it ends
+        with open(fifo, "w"):
+            pass
+        command.join(60)
+        pytest.fail(f"ctxlens {argv[0]} waited on the FIFO given as a file")
+    said = capsys.readouterr().err
+    assert codes == [2], (codes, said[-500:])
+    assert "not a regular file" in said and said.count("\n") == 1, said
     assert not (tmp_path / "out").exists()
 
 
