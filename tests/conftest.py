@@ -42,6 +42,16 @@ def _isolated_home(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CTXLENS_HOME", str(tmp_path_factory.getbasetemp() / "ctxlens-home"))
 
 
+@pytest.fixture
+def short_template_bound(monkeypatch) -> float:
+    """The chat-template worker's time bound (``ctxlens.tasks.sandbox.SECONDS``, 10 s) set to 2 s, for tests of
+    templates that run until it: the same path (the worker's clock, then the parent's kill), 8 s sooner."""
+    from ctxlens.tasks import sandbox
+
+    monkeypatch.setattr(sandbox, "SECONDS", 2.0)
+    return 2.0
+
+
 # Fixtures built once per worker that cost seconds to tens of seconds: their tests share one xdist group, so that
 # under ``--dist loadgroup`` each is built once per session rather than once on every worker.
 SHARED = {

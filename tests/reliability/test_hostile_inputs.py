@@ -395,14 +395,11 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_chat_templates_end_in_one_sentence_quickly(tmp_path, name, monkeypatch):
+def test_hostile_chat_templates_end_in_one_sentence_quickly(tmp_path, name, short_template_bound):
     import resource
 
-    from ctxlens.tasks import sandbox
     from ctxlens.tasks.export import load_tokenizer
     from ctxlens.tasks.render import frame_for
-
-    monkeypatch.setattr(sandbox, "SECONDS", 2.0)  # "nested loops" runs until the time bound: 2 s here, not 10
 
     folder = _template_folder(tmp_path, HOSTILE[name] + "{{ messages[0]['content'] }}")
     tok = load_tokenizer(str(folder))

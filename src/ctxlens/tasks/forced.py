@@ -7,7 +7,7 @@ tokenised on its own: m ids) reads the m logits that predict the gold tokens, an
 *proven* when
 
 * every gold token is the argmax at its position, ahead of the runner-up by more than a tie
-  (``tie_width``: the forward runs the ids in one pass, decoding step by step, so their logits
+  (``lm.ties.tie_width``: the forward runs the ids in one pass, decoding step by step, so their logits
   differ by the rounding of the dtype; a closer call is left to decoding);
 * m is within the item's budget and no gold token ends the sequence;
 * RULER's scorer gives the decoded gold text 100 (``scoring.proves``);
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ctxlens.lm.prefix_cache import croppable
+from ctxlens.lm.ties import against_rivals
 
 if TYPE_CHECKING:
     from transformers import Cache, GenerationConfig, PreTrainedModel  # checked as Any (pyproject)
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from ctxlens.lm.model import LM
     from ctxlens.tasks.tokenizer import TaskTokenizer
 
-TIE = 1e-4  # float32: logits within TIE * max(1, |logit|) of each other count as tied
 # generation settings that can move greedy decoding off the raw argmax, with their neutral values
 ARGMAX_MOVERS = {"repetition_penalty": 1.0, "encoder_repetition_penalty": 1.0, "no_repeat_ngram_size": 0,
                  "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "suppress_tokens": None,
@@ -68,12 +68,6 @@ class Forced:
 def gold_ids(tokenizer: TaskTokenizer, text: str) -> list[int]:
     """The ids of ``text`` as a continuation (no special tokens added)."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def tie_width(dtype: torch.dtype) -> float:
-    """Relative gap under which two logits of a forward in ``dtype`` count as tied: ``TIE`` in
-    float32, 8 ulps of a half-precision dtype."""
-    return max(TIE, 8 * torch.finfo(dtype).eps)
 
 
 def argmax_moved(model: PreTrainedModel, config: GenerationConfig | None = None) -> str:
@@ -98,11 +92,9 @@ def judge(lm: LM, hidden: torch.Tensor, gold: torch.Tensor, valid: torch.Tensor)
     gold, valid = gold.to(logits.device), valid.to(logits.device)
     at_gold = logits.gather(-1, gold[..., None]).squeeze(-1)  # [B, M]
     logprob = (at_gold - torch.logsumexp(logits, dim=-1)) * valid  # [B, M]
-    top = logits.topk(2, dim=-1)  # values, indices [B, M, 2]
-    rival = torch.where(top.indices[..., 0] == gold, top.values[..., 1], top.values[..., 0])  # best other [B, M]
-    tie = tie_width(hidden.dtype) * at_gold.abs().clamp(min=1.0)  # [B, M]
-    greedy = ((at_gold - rival > tie) | ~valid).all(-1) & valid.any(-1)  # [B]
-    first = top.indices[:, 0, 0]  # [B] argmax where the first gold token is expected
+    wins, _, _ = against_rivals(logits, gold, hidden.dtype)  # [B, M]
+    greedy = (wins | ~valid).all(-1) & valid.any(-1)  # [B]
+    first = logits[:, 0].argmax(-1)  # [B] argmax where the first gold token is expected
     lead = torch.where(first != gold[:, 0], first, -1)  # [B]
     return [Forced(bool(g), float(lp), int(a) if a >= 0 else None)
             for g, lp, a in zip(greedy.tolist(), logprob.sum(-1).tolist(), lead.tolist())]

@@ -25,6 +25,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from ctxlens.data.copy_windows import alphabet, copy_windows
+from ctxlens.lm.ties import against_rivals
 from ctxlens.zoo.specs import RECIPE, Recipe, ZooSpec, build_config
 from ctxlens.zoo.tokenizer import byte_tokenizer
 from ctxlens.zoo.trainer import Batch, TrainConfig, causal_lm_loss, config_dict, evaluate, lm_targets, train
@@ -90,9 +91,6 @@ def unigram_baseline(train_ids: torch.Tensor, val: torch.Tensor, vocab: int) -> 
     return -sum(logp[t] for t in targets) / len(targets)
 
 
-TIE = 1e-4  # float32: logits within TIE * max(1, |logit|) of each other count as tied (``tasks.forced``'s width)
-
-
 @torch.no_grad()
 def retrieval_accuracy(model: PreTrainedModel, tok: PreTrainedTokenizerBase, recipe: Recipe) -> list[dict[str, float]]:
     """Greedy exact-match retrieval of a key-value fact stated ``distance`` bytes before the ask.
@@ -126,7 +124,7 @@ def greedy_hits(model: PreTrainedModel, tok: PreTrainedTokenizerBase, prompts: l
       tokenizer's decoded prefix is a prefix of the decoded whole);
     * None (decode it) otherwise: a near tie, or a t whose text leaves the question open.
 
-    The tie is ``tasks.forced``'s: the forward runs the ids in one pass, decoding step by step."""
+    The tie is ``lm.ties.tie_width`` of the model's dtype (``tasks.forced``'s too)."""
     golds = [tok(a, add_special_tokens=False)["input_ids"] for a in answers]
     out: list[bool | None] = [None] * len(prompts)
     batches: dict[tuple[int, int], list[int]] = {}
@@ -137,16 +135,14 @@ def greedy_hits(model: PreTrainedModel, tok: PreTrainedTokenizerBase, prompts: l
         gold = torch.tensor([golds[i] for i in rows])  # [B, m]
         ids = torch.cat([torch.tensor([prompts[i] for i in rows]), gold[:, :-1]], dim=1)  # [B, n + m - 1]
         logits = model(input_ids=ids).logits[:, n - 1:].float()  # [B, m, vocab]: position j predicts gold[:, j]
-        at_gold = logits.gather(-1, gold[..., None]).squeeze(-1)  # [B, m]
-        rival = logits.scatter(-1, gold[..., None], float("-inf")).max(-1)  # values, indices [B, m]
-        tie = TIE * at_gold.abs().clamp(min=1.0)  # [B, m]
-        wins, loses = (at_gold - rival.values > tie).tolist(), (rival.values - at_gold > tie).tolist()
+        beats, beaten, rival = against_rivals(logits, gold, model.dtype)  # [B, m] each
+        wins, loses = beats.tolist(), beaten.tolist()
         for k, i in enumerate(rows):
             j = next((j for j in range(m) if not wins[k][j]), m)
             if j == m:
                 out[i] = True
             elif loses[k][j]:
-                text = tok.decode([*golds[i][:j], int(rival.indices[k, j])])
+                text = tok.decode([*golds[i][:j], int(rival[k, j])])
                 out[i] = False if not (text.startswith(answers[i]) or answers[i].startswith(text)) else None
     return out
 
