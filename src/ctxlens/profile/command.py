@@ -161,6 +161,10 @@ def profile(models: list[str], minutes: float = 10.0, out: str | Path = "ctxlens
         raise CtxlensError(f"--decide must be a number of minutes from 0 to {MAX_MINUTES}, got {decide}; e.g. "
                            "--decide 30.")
     model_options = parse_model_options(model_options or {})
+    if not progress:  # as ``run`` does, before a zoo model built on first use writes transformers' bar
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     read = {k: model_options[k] for k in ("trust_remote_code", "revision") if k in model_options}
     where = {spec: resolved(spec) for spec in models}  # each spec resolved once: an unknown model fails here
     infos = {spec: read_info(where[spec], **read) for spec in models}  # nothing written yet
